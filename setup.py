@@ -1,0 +1,44 @@
+"""Packaging for tfp-bnn: Bayesian deep learning for Keras 3 on TensorFlow Probability."""
+
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"',
+    (HERE / "tfp_bnn" / "__init__.py").read_text(),
+    re.M,
+).group(1)
+
+setup(
+    name="tfp-bnn",
+    version=VERSION,
+    description=(
+        "Bayesian neural network layers and ready models for Keras 3, "
+        "built on TensorFlow Probability."
+    ),
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["tfp_bnn", "tfp_bnn.*", "zoo", "zoo.*"]),
+    package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md"]},
+    include_package_data=True,
+    install_requires=[
+        "tensorflow>=2.18",
+        "tensorflow-probability>=0.25",
+        "keras>=3.5",
+        "numpy",
+    ],
+    extras_require={
+        # tf-keras is only the reference that the parity tests compare with;
+        # the package itself never imports it.
+        "test": ["pytest", "tf-keras"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,32 @@
+"""tfp_bnn: Bayesian neural networks for Keras 3, built on TensorFlow Probability.
+
+The objective, the same everywhere in the package:
+
+    ELBO loss per example = mean NLL + kl_weight * KL(q || p),  kl_weight = 1/N
+
+for N training examples.
+"""
+
+__version__ = "0.1.0"
+
+from tfp_bnn import callbacks
+from tfp_bnn import layers
+from tfp_bnn import posteriors
+from tfp_bnn import priors
+from tfp_bnn.modes import bayesian_layers
+from tfp_bnn.modes import is_mean_mode
+from tfp_bnn.modes import mean_mode
+from tfp_bnn.modes import set_mean_mode
+
+__all__ = sorted(
+    [
+        "bayesian_layers",
+        "callbacks",
+        "is_mean_mode",
+        "layers",
+        "mean_mode",
+        "posteriors",
+        "priors",
+        "set_mean_mode",
+    ]
+)

@@ -1,0 +1,122 @@
+"""Callback that sets the KL weight of every variational layer during `fit`."""
+
+import keras
+
+from tfp_bnn.callbacks import kl_schedules
+from tfp_bnn.modes import bayesian_layers
+
+
+def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
+    """Sums per-layer KL entries of `logs` into `kl` and adds `data_loss`.
+
+    Each variational layer reports `<layer>_kl`: the batch-averaged
+    kl_weight * KL it added to the loss. The sum is the model's KL term, and
+    `loss - kl` is the data term, so both are visible in the history, for
+    training entries and for their `val_` counterparts.
+    """
+    for prefix in ("", "val_"):
+        keys = [f"{prefix}{name}_kl" for name in layer_names]
+        keys = [key for key in keys if key in logs]
+        if not keys:
+            continue
+        values = [logs[key] if keep_per_layer else logs.pop(key) for key in keys]
+        kl = float(sum(float(v) for v in values))
+        logs[f"{prefix}kl"] = kl
+        if f"{prefix}loss" in logs:
+            logs[f"{prefix}data_loss"] = float(logs[f"{prefix}loss"]) - kl
+    return logs
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class KLScheduler(keras.callbacks.Callback):
+    """Sets kl_weight = schedule factor / N on every variational layer.
+
+    The weights live in non-trainable variables, so the new value is read by
+    the compiled training step (a Python float would be frozen into the
+    traced function). The logs gain `kl` (the KL term kl_weight * KL as it
+    entered the loss), `data_loss` (= loss - kl) and `kl_weight`, for the
+    history, the progress bar and TensorBoard; put this callback before
+    other callbacks that read logs.
+
+    Note: with `steps_per_execution > 1` Keras calls batch hooks once per
+    execution, so the weight changes at that granularity.
+
+    Args:
+        num_examples: N, the number of training examples (positive int).
+        schedule: "constant" (default), "linear_warmup", "cyclical",
+            "blundell", or a `KLSchedule` instance.
+        per_layer_kl: keep each layer's `<layer>_kl` entry in the logs too.
+
+    Example:
+    >>> model.fit(x, y, epochs=10,
+    ...           callbacks=[KLScheduler(len(x), schedule=LinearWarmup(epochs=5))])
+    """
+
+    def __init__(self, num_examples, schedule="constant", per_layer_kl=False):
+        super().__init__()
+        if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples <= 0:
+            raise ValueError(f"`num_examples` must be a positive int, got {num_examples!r}.")
+        self.num_examples = num_examples
+        self.schedule = kl_schedules.get(schedule)
+        self.per_layer_kl = bool(per_layer_kl)
+        self._layers = []
+        self._last_value = None
+        self._steps_per_epoch = None
+        self._epoch = 0
+
+    def set_model(self, model):
+        super().set_model(model)
+        self._layers = bayesian_layers(model)
+        for layer in self._layers:
+            layer._kl_weight_managed = True
+        self._last_value = None
+
+    def on_train_begin(self, logs=None):
+        if not self._layers:
+            raise ValueError(
+                "KLScheduler found no tfp_bnn variational layer in the model."
+            )
+        steps = (self.params or {}).get("steps")
+        if self.schedule.needs_steps_per_epoch and not steps:
+            raise ValueError(
+                f"{self.schedule!r} needs the number of steps per epoch; pass "
+                "`steps_per_epoch` to fit() for a dataset of unknown length."
+            )
+        self._steps_per_epoch = steps
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def current_weight(self, batch):
+        factor = self.schedule.factor(self._epoch, batch, self._steps_per_epoch)
+        return factor / self.num_examples
+
+    def on_train_batch_begin(self, batch, logs=None):
+        value = self.current_weight(batch)
+        if value != self._last_value:
+            for layer in self._layers:
+                layer.kl_weight.assign(value)
+            self._last_value = value
+
+    def _names(self):
+        return [layer.name for layer in self._layers]
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs is not None:
+            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+
+    def on_test_batch_end(self, batch, logs=None):
+        if logs is not None:
+            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+            logs["kl_weight"] = float(self._last_value) if self._last_value is not None else None
+
+    def get_config(self):
+        return {
+            "num_examples": self.num_examples,
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "per_layer_kl": self.per_layer_kl,
+        }

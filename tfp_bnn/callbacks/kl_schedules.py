@@ -1,0 +1,140 @@
+"""KL-weight schedules: the factor that multiplies 1/N at each training step.
+
+A schedule maps (epoch, batch, steps_per_epoch) to a factor; `KLScheduler`
+sets every variational layer's kl_weight to factor / N. Each schedule
+averages to at most 1 over an epoch, so a factor of 1 is the plain ELBO.
+"""
+
+import math
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class KLSchedule:
+    """Base class of KL-weight schedules."""
+
+    needs_steps_per_epoch = False
+
+    def factor(self, epoch, batch, steps_per_epoch):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _positive(name, value, integer=False):
+    ok = isinstance(value, int) and not isinstance(value, bool) if integer else (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    )
+    if not ok or value <= 0:
+        kind = "a positive int" if integer else "a finite number > 0"
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+    return value
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class ConstantSchedule(KLSchedule):
+    """Factor 1 at every step: kl_weight = 1/N, the plain per-example ELBO."""
+
+    def factor(self, epoch, batch, steps_per_epoch):
+        return 1.0
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class LinearWarmup(KLSchedule):
+    """Factor rising linearly from 0 to 1 over `epochs` epochs, then 1.
+
+    Deterministic warm-up lets the data term shape the network before the
+    KL pulls the posterior towards the prior.
+    """
+
+    needs_steps_per_epoch = True
+
+    def __init__(self, epochs=10):
+        self.epochs = _positive("epochs", epochs)
+
+    def factor(self, epoch, batch, steps_per_epoch):
+        step = epoch * steps_per_epoch + batch
+        return min(1.0, step / (self.epochs * steps_per_epoch))
+
+    def get_config(self):
+        return {"epochs": self.epochs}
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class CyclicalSchedule(KLSchedule):
+    """Cyclical annealing (Fu et al., NAACL 2019).
+
+    Training is split into cycles of `cycle_epochs`; within each, the factor
+    rises linearly from 0 to 1 over the first `ramp_fraction` of the cycle
+    and stays at 1 for the rest.
+    """
+
+    needs_steps_per_epoch = True
+
+    def __init__(self, cycle_epochs=10, ramp_fraction=0.5):
+        self.cycle_epochs = _positive("cycle_epochs", cycle_epochs)
+        ramp_fraction = float(ramp_fraction)
+        if not 0.0 < ramp_fraction <= 1.0:
+            raise ValueError(f"`ramp_fraction` must lie in (0, 1], got {ramp_fraction!r}.")
+        self.ramp_fraction = ramp_fraction
+
+    def factor(self, epoch, batch, steps_per_epoch):
+        cycle_steps = self.cycle_epochs * steps_per_epoch
+        position = ((epoch * steps_per_epoch + batch) % cycle_steps) / cycle_steps
+        return min(1.0, position / self.ramp_fraction)
+
+    def get_config(self):
+        return {"cycle_epochs": self.cycle_epochs, "ramp_fraction": self.ramp_fraction}
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class BlundellSchedule(KLSchedule):
+    """Blundell et al.'s minibatch weights pi_i = 2^(M-i) / (2^M - 1).
+
+    For batch i = 1..M of an epoch the KL of the minibatch objective is
+    weighted by pi_i (sum 1 over the epoch): early batches carry most of the
+    complexity cost, late ones are driven by the data. In the per-example
+    form the factor is M * pi_i, which averages to 1 over the epoch. It is
+    computed as 2^-i / (1 - 2^-M) so that large M does not overflow.
+    """
+
+    needs_steps_per_epoch = True
+
+    def factor(self, epoch, batch, steps_per_epoch):
+        m = steps_per_epoch
+        i = batch + 1
+        return m * math.ldexp(1.0, -i) / -math.expm1(-m * math.log(2.0))
+
+
+SCHEDULES = {
+    "constant": ConstantSchedule,
+    "linear_warmup": LinearWarmup,
+    "cyclical": CyclicalSchedule,
+    "blundell": BlundellSchedule,
+}
+
+
+def get(identifier):
+    """Resolves a schedule name, instance or serialized dict."""
+    if isinstance(identifier, KLSchedule):
+        return identifier
+    if isinstance(identifier, str) and identifier in SCHEDULES:
+        return SCHEDULES[identifier]()
+    if isinstance(identifier, dict):
+        obj = keras.saving.deserialize_keras_object(identifier)
+        if isinstance(obj, KLSchedule):
+            return obj
+    raise ValueError(
+        f"Unknown KL `schedule` {identifier!r}; expected one of {sorted(SCHEDULES)} "
+        "or a tfp_bnn.callbacks.KLSchedule instance."
+    )

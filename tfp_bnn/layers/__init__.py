@@ -1,0 +1,17 @@
+"""Keras 3 variational layers built on TensorFlow Probability."""
+
+from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.conv2d_flipout import Conv2DFlipout
+from tfp_bnn.layers.conv2d_reparameterization import Conv2DReparameterization
+from tfp_bnn.layers.dense_flipout import DenseFlipout
+from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameterization
+from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
+
+__all__ = [
+    "BayesianLayer",
+    "Conv2DFlipout",
+    "Conv2DReparameterization",
+    "DenseFlipout",
+    "DenseLocalReparameterization",
+    "DenseReparameterization",
+]

@@ -1,0 +1,354 @@
+"""The machinery every variational layer shares.
+
+`BayesianLayer` owns what is the same for Dense and convolutional variational
+layers: argument validation, the posterior and prior objects, the variational
+parameters of kernel and bias, the KL term and its weight, the mean-mode
+switch, and the seeded noise generator. Subclasses only say how a kernel is
+shaped and how the perturbed kernel meets the inputs.
+
+The objective, said once and the same everywhere in tfp_bnn:
+
+    ELBO loss per example = mean NLL over the batch + kl_weight * KL(q || p)
+
+with kl_weight = 1/N for N training examples (set by
+`tfp_bnn.callbacks.KLScheduler(num_examples=N)` or passed as `kl_weight=`).
+Summed over the M = N/B batches of an epoch this is (1/B) times Blundell et
+al.'s minibatch objective with the KL spread evenly over the batches
+(seed 002, eq. 8).
+"""
+
+import contextlib
+import math
+import threading
+import warnings
+
+import keras
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn import posteriors as posteriors_lib
+from tfp_bnn import priors as priors_lib
+
+tfd = tfp.distributions
+
+KL_ESTIMATORS = ("auto", "analytic", "mc")
+
+_TRACE_FLAGS = threading.local()
+
+
+@contextlib.contextmanager
+def _trace_flag(name):
+    """Sets a trace-time flag for functions traced inside this block."""
+    previous = getattr(_TRACE_FLAGS, name, False)
+    setattr(_TRACE_FLAGS, name, True)
+    try:
+        yield
+    finally:
+        setattr(_TRACE_FLAGS, name, previous)
+
+
+def forced_mean_trace():
+    """Inside this block, layers trace their posterior-mean computation.
+
+    This is a trace-time switch for building serving functions (see
+    `tfp_bnn.export`); at run time use `tfp_bnn.set_mean_mode`.
+    """
+    return _trace_flag("force_mean")
+
+
+def no_kl_trace():
+    """Inside this block, layers trace no KL term (prediction-only graphs)."""
+    return _trace_flag("skip_kl")
+
+
+def _flag(name):
+    return getattr(_TRACE_FLAGS, name, False)
+
+
+def _replica_count():
+    """Replicas that each add this layer's KL inside one synchronous step."""
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class BayesianLayer(keras.layers.Layer):
+    """Base class of tfp_bnn's variational layers.
+
+    Args:
+        activation, use_bias, kernel_initializer, bias_initializer,
+        kernel_regularizer, bias_regularizer, activity_regularizer,
+        kernel_constraint, bias_constraint: as in `keras.layers.Dense`.
+            The kernel initializer, regularizer and constraint apply to the
+            posterior mean of the kernel.
+        posterior: a `tfp_bnn.posteriors.Posterior`, its name, or None for
+            `MeanFieldNormal()`.
+        prior: a `tfp_bnn.priors.Prior`, its name, or None for N(0, 1).
+        kl_weight: the weight of this layer's KL in the loss, >= 0, usually
+            1/N for N training examples. None leaves it at 1.0 until a
+            `KLScheduler` sets it (a warning is raised if training starts
+            with it unset).
+        kl_estimator: "analytic" (closed-form KL, needs a prior with one),
+            "mc" (log q(w) - log p(w) at a posterior sample, seed 002), or
+            "auto" (analytic when TFP has it, else Monte Carlo).
+        bayesian_bias: if True the bias gets a posterior and a prior too;
+            the default is a deterministic bias, as in TFP.
+        seed: int or None; seeds the weight noise and the initial weights.
+    """
+
+    def __init__(
+        self,
+        activation=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        posterior=None,
+        prior=None,
+        kl_weight=None,
+        kl_estimator="auto",
+        bayesian_bias=False,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.activation = keras.activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.posterior = posteriors_lib.get(posterior)
+        self.prior = priors_lib.get(prior)
+        if kl_weight is not None:
+            kl_weight = float(kl_weight)
+            if not math.isfinite(kl_weight) or kl_weight < 0:
+                raise ValueError(
+                    f"`kl_weight` must be a finite number >= 0 or None, got {kl_weight!r}."
+                )
+        self._initial_kl_weight = kl_weight
+        if kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(
+                f"`kl_estimator` must be one of {KL_ESTIMATORS}, got {kl_estimator!r}."
+            )
+        if kl_estimator == "analytic" and not self.prior.has_analytic_kl:
+            raise ValueError(
+                f"`kl_estimator`='analytic' needs a prior with a closed-form KL; "
+                f"{self.prior!r} has none. Use kl_estimator='mc' or 'auto'."
+            )
+        self.kl_estimator = kl_estimator
+        self.bayesian_bias = bool(bayesian_bias)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.kl_weight = self.add_weight(
+            name="kl_weight",
+            shape=(),
+            dtype="float32",
+            initializer=keras.initializers.Constant(1.0 if kl_weight is None else kl_weight),
+            trainable=False,
+        )
+        # 1.0: inference samples weights; 0.0: inference uses posterior means.
+        self.sampling = self.add_weight(
+            name="sampling",
+            shape=(),
+            dtype="float32",
+            initializer="ones",
+            trainable=False,
+        )
+        self.kl_tracker = keras.metrics.Mean(name=f"{self.name}_kl")
+        self._warned_unset_kl_weight = False
+        self.kernel_params = None
+        self.bias_params = None
+        self.bias = None
+
+    # -- construction helpers -------------------------------------------------
+    def _require_location_scale(self):
+        if not self.posterior.is_location_scale:
+            raise ValueError(
+                f"{type(self).__name__} needs a location-scale posterior "
+                f"(w = loc + scale * eps, e.g. MeanFieldNormal), got {self.posterior!r}."
+            )
+
+    def _build_weights(self, kernel_shape, bias_shape):
+        self.kernel_params = self.posterior.build(
+            self,
+            "kernel",
+            kernel_shape,
+            loc_initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+            seed=self.seed,
+        )
+        if not self.use_bias:
+            return
+        if self.bayesian_bias:
+            self.bias_params = self.posterior.build(
+                self,
+                "bias",
+                bias_shape,
+                loc_initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+                seed=None if self.seed is None else self.seed + 2,
+            )
+        else:
+            self.bias = self.add_weight(
+                name="bias",
+                shape=bias_shape,
+                initializer=posteriors_lib.seeded_initializer(
+                    self.bias_initializer, None if self.seed is None else self.seed + 2
+                ),
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+
+    # -- inspection -----------------------------------------------------------
+    def kernel_posterior(self):
+        """q(kernel) as a TFP distribution with event shape = kernel shape."""
+        dist = self.posterior.distribution(self.kernel_params)
+        return tfd.Independent(dist, reinterpreted_batch_ndims=len(dist.batch_shape))
+
+    def kernel_prior(self):
+        """p(kernel) as a TFP distribution with event shape = kernel shape."""
+        return self.prior.distribution(self.kernel_params[0].shape)
+
+    def bias_posterior(self):
+        """q(bias), or None when the bias is deterministic or absent."""
+        if self.bias_params is None:
+            return None
+        dist = self.posterior.distribution(self.bias_params)
+        return tfd.Independent(dist, reinterpreted_batch_ndims=1)
+
+    def bias_prior(self):
+        if self.bias_params is None:
+            return None
+        return self.prior.distribution(self.bias_params[0].shape)
+
+    def kl_divergence(self):
+        """KL(q || p) of this layer's weights, unweighted, in nats.
+
+        Exact when the estimator is analytic; otherwise a one-sample Monte
+        Carlo estimate.
+        """
+        kl = self._kl_of(self.kernel_params, None)
+        if self.bias_params is not None:
+            kl = kl + self._kl_of(self.bias_params, None)
+        return kl
+
+    # -- call helpers ---------------------------------------------------------
+    def _noise_scale(self, training):
+        """1 while training; at inference, the `sampling` switch (1 or 0)."""
+        dtype = self.compute_dtype
+        if training:
+            return tf.constant(1.0, dtype)
+        if _flag("force_mean"):
+            return tf.constant(0.0, dtype)
+        return tf.cast(self.sampling, dtype)
+
+    def _bias_value(self, noise_scale):
+        """The bias in compute dtype, and its float32 sample (or None)."""
+        if not self.use_bias:
+            return None, None
+        if self.bias_params is None:
+            return tf.cast(self.bias, self.compute_dtype), None
+        sample = self.posterior.sample(
+            self.bias_params, self.seed_generator, self.compute_dtype, noise_scale
+        )
+        return sample, sample
+
+    def _use_analytic_kl(self):
+        if self.kl_estimator == "analytic":
+            return True
+        return self.kl_estimator == "auto" and self.prior.has_analytic_kl
+
+    def _kl_of(self, params, sample):
+        """Sum over elements of KL(q || p), analytic or MC at `sample`."""
+        q = self.posterior.distribution(params)
+        p = self.prior.element_distribution("float32")
+        if self._use_analytic_kl():
+            return tf.reduce_sum(tfd.kl_divergence(q, p))
+        if sample is None:
+            sample = self.posterior.sample(
+                params, self.seed_generator, "float32", tf.constant(1.0)
+            )
+        sample = tf.cast(sample, "float32")
+        return tf.reduce_sum(q.log_prob(sample) - p.log_prob(sample))
+
+    def _add_kl(self, inputs, training, kernel_sample=None, bias_sample=None):
+        """Adds kl_weight * KL to the layer's losses and its tracker.
+
+        `kernel_sample` / `bias_sample` are the weights used in the forward
+        pass while training; the MC estimator reuses them (seed 002, step 4).
+        Outside training the MC estimator draws a fresh posterior sample, as
+        the forward pass may have used the mean.
+        """
+        if _flag("skip_kl"):
+            return
+        if training and self._initial_kl_weight is None and not self._warned_unset_kl_weight:
+            self._warned_unset_kl_weight = True
+            if not getattr(self, "_kl_weight_managed", False):
+                warnings.warn(
+                    f"Layer '{self.name}' trains with kl_weight=1.0 because none was "
+                    "given: the per-example objective needs kl_weight = 1/N. Pass "
+                    "kl_weight=1/N or use tfp_bnn.callbacks.KLScheduler(num_examples=N).",
+                    stacklevel=3,
+                )
+        if not training:
+            kernel_sample = bias_sample = None
+        kl = self._kl_of(self.kernel_params, kernel_sample)
+        if self.bias_params is not None:
+            kl = kl + self._kl_of(self.bias_params, bias_sample)
+        penalty = self.kl_weight * kl
+        batch = tf.cast(tf.shape(inputs)[0], "float32")
+        self.kl_tracker.update_state(penalty, sample_weight=batch)
+        # Keras divides the compiled loss by the number of replicas before
+        # gradients are summed across them, but not `add_loss` terms: without
+        # this the KL would be counted once per replica.
+        replicas = _replica_count()
+        if replicas > 1:
+            penalty = penalty / float(replicas)
+        self.add_loss(penalty)
+
+    def _finish(self, outputs, bias):
+        if bias is not None:
+            outputs = outputs + bias
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+    # -- serialization --------------------------------------------------------
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "activation": keras.activations.serialize(self.activation),
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+                "posterior": keras.saving.serialize_keras_object(self.posterior),
+                "prior": keras.saving.serialize_keras_object(self.prior),
+                "kl_weight": self._initial_kl_weight,
+                "kl_estimator": self.kl_estimator,
+                "bayesian_bias": self.bayesian_bias,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def rademacher(shape, dtype, seed_generator):
+    """Random signs +-1 of `shape` (Flipout's sign vectors)."""
+    bits = keras.random.randint(shape, 0, 2, dtype="int32", seed=seed_generator)
+    return tf.cast(2 * bits - 1, dtype)

@@ -1,0 +1,68 @@
+"""2-D convolution with Flipout: decorrelated weight noise per example."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tfp_bnn.layers.base import rademacher
+from tfp_bnn.layers.conv_base import BayesianConv2DBase
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv2DFlipout(BayesianConv2DBase):
+    """2-D convolution with Flipout weight noise (Wen et al., 2018).
+
+    Keras 3 counterpart of `tfp.layers.Convolution2DFlipout`:
+
+        y_n = conv(x_n, loc) + conv(x_n * s_n, delta) * r_n
+
+    with delta = softplus(rho) * eps drawn once per call and sign vectors
+    s_n (input channels) and r_n (filters) drawn per example and shared over
+    the spatial positions, so each example sees one whole kernel from q(w).
+
+    Args:
+        filters, kernel_size, strides, padding, data_format, dilation_rate,
+        groups: as in `keras.layers.Conv2D`.
+        **kwargs: the other arguments of `keras.layers.Conv2D` plus
+            `posterior` (location-scale only), `prior`, `kl_weight`,
+            `kl_estimator`, `bayesian_bias`, `seed`.
+
+    Call arguments:
+        inputs: 4-D tensor, (batch, H, W, C) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        4-D tensor, as `keras.layers.Conv2D` returns.
+
+    Example:
+    >>> layer = Conv2DFlipout(8, 3, activation="relu", kl_weight=1e-3, seed=0)
+    """
+
+    def __init__(self, filters, kernel_size, **kwargs):
+        super().__init__(filters, kernel_size, **kwargs)
+        self._require_location_scale()
+
+    def _signs(self, batch, channels, dtype):
+        if self.data_format == "channels_last":
+            shape = tf.stack([batch, 1, 1, channels])
+        else:
+            shape = tf.stack([batch, channels, 1, 1])
+        return rademacher(shape, dtype, self.seed_generator)
+
+    def call(self, inputs, training=None):
+        inputs = ops.cast(inputs, self.compute_dtype)
+        dtype = self.compute_dtype
+        noise = self._noise_scale(training)
+        loc, scale = self.posterior.loc_scale(self.kernel_params)
+        outputs = self._convolve(inputs, tf.cast(loc, dtype))
+        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=self.seed_generator)
+        delta = tf.cast(scale, dtype) * eps
+        batch = tf.shape(inputs)[0]
+        sign_in = self._signs(batch, tf.shape(inputs)[self._channel_axis], dtype)
+        sign_out = self._signs(batch, self.filters, dtype)
+        perturbation = self._convolve(inputs * sign_in, delta) * sign_out
+        outputs = outputs + perturbation * noise
+        bias, bias_sample = self._bias_value(noise)
+        self._add_kl(inputs, training, None, bias_sample)
+        return self._finish(outputs, self._bias_shape_for(bias))

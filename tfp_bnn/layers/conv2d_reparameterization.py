@@ -1,0 +1,44 @@
+"""2-D convolution with a sampled kernel: the reparameterization estimator."""
+
+import keras
+from keras import ops
+
+from tfp_bnn.layers.conv_base import BayesianConv2DBase
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv2DReparameterization(BayesianConv2DBase):
+    """2-D convolution whose kernel is a random variable.
+
+    Keras 3 counterpart of `tfp.layers.Convolution2DReparameterization`. Each
+    call draws one kernel w = loc + softplus(rho) * eps that the whole batch
+    shares, convolves, and adds kl_weight * KL(q(w) || p(w)) to the losses.
+
+    Args:
+        filters, kernel_size, strides, padding, data_format, dilation_rate,
+        groups: as in `keras.layers.Conv2D`.
+        **kwargs: the other arguments of `keras.layers.Conv2D` plus
+            `posterior`, `prior`, `kl_weight`, `kl_estimator`,
+            `bayesian_bias`, `seed` (see `tfp_bnn.layers.BayesianLayer`).
+
+    Call arguments:
+        inputs: 4-D tensor, (batch, H, W, C) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        4-D tensor, as `keras.layers.Conv2D` returns.
+
+    Example:
+    >>> layer = Conv2DReparameterization(8, 3, padding="same", kl_weight=1e-3, seed=0)
+    """
+
+    def call(self, inputs, training=None):
+        inputs = ops.cast(inputs, self.compute_dtype)
+        noise = self._noise_scale(training)
+        kernel = self.posterior.sample(
+            self.kernel_params, self.seed_generator, self.compute_dtype, noise
+        )
+        bias, bias_sample = self._bias_value(noise)
+        self._add_kl(inputs, training, kernel, bias_sample)
+        return self._finish(self._convolve(inputs, kernel), self._bias_shape_for(bias))

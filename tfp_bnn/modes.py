@@ -1,0 +1,70 @@
+"""Switching variational layers between sampling and posterior-mean outputs.
+
+Layers sample weights by default, in training and at inference. Mean mode
+makes inference deterministic: every variational layer uses its posterior
+means. Training always samples (a network trained on its means alone would
+learn nothing about its uncertainty).
+
+The switch is a non-trainable variable in each layer (`layer.sampling`,
+1.0 = sample, 0.0 = mean), so it is read at run time by compiled functions,
+saved in `.keras` files, and captured by an exported SavedModel.
+"""
+
+import contextlib
+
+from tfp_bnn.layers.base import BayesianLayer
+
+
+def bayesian_layers(model):
+    """All `BayesianLayer`s in `model` (a layer or model), nested ones included."""
+    if isinstance(model, BayesianLayer):
+        return [model]
+    return [
+        layer for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, BayesianLayer)
+    ]
+
+
+def set_mean_mode(model, enabled=True):
+    """Turns mean mode on (`enabled=True`) or off for every variational layer.
+
+    Args:
+        model: a Keras model or layer.
+        enabled: True for deterministic posterior-mean outputs at inference,
+            False to sample (the default state).
+
+    Returns:
+        The number of variational layers switched.
+
+    Example:
+    >>> tfp_bnn.set_mean_mode(model)        # deterministic predictions
+    >>> tfp_bnn.set_mean_mode(model, False) # back to sampling
+    """
+    layers = bayesian_layers(model)
+    for layer in layers:
+        layer.sampling.assign(0.0 if enabled else 1.0)
+    return len(layers)
+
+
+def is_mean_mode(model):
+    """True if every variational layer of `model` is in mean mode."""
+    layers = bayesian_layers(model)
+    return bool(layers) and all(float(layer.sampling.numpy()) == 0.0 for layer in layers)
+
+
+@contextlib.contextmanager
+def mean_mode(model, enabled=True):
+    """Context manager: mean mode inside the block, previous states after it.
+
+    Example:
+    >>> with tfp_bnn.mean_mode(model):
+    ...     y = model.predict(x)
+    """
+    layers = bayesian_layers(model)
+    previous = [float(layer.sampling.numpy()) for layer in layers]
+    set_mean_mode(model, enabled)
+    try:
+        yield model
+    finally:
+        for layer, value in zip(layers, previous):
+            layer.sampling.assign(value)
