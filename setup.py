@@ -28,13 +28,15 @@ setup(
     include_package_data=True,
     install_requires=[
         "tensorflow>=2.18",
-        "tensorflow-probability>=0.25",
+        # TFP's own TensorFlow extra: TFP 0.25 checks at import time that
+        # tf-keras is installed, although tfp_bnn never imports tf_keras.
+        "tensorflow-probability[tf]>=0.25",
         "keras>=3.5",
         "numpy",
     ],
     extras_require={
-        # tf-keras is only the reference that the parity tests compare with;
-        # the package itself never imports it.
+        # tf_keras + tfp.layers are the reference the parity tests compare
+        # with; scikit-learn is not needed here yet.
         "test": ["pytest", "tf-keras"],
     },
     classifiers=[

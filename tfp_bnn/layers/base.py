@@ -65,12 +65,6 @@ def _flag(name):
     return getattr(_TRACE_FLAGS, name, False)
 
 
-def _replica_count():
-    """Replicas that each add this layer's KL inside one synchronous step."""
-    context = tf.distribute.get_replica_context()
-    return 1 if context is None else context.num_replicas_in_sync
-
-
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class BayesianLayer(keras.layers.Layer):
     """Base class of tfp_bnn's variational layers.
@@ -309,12 +303,10 @@ class BayesianLayer(keras.layers.Layer):
         penalty = self.kl_weight * kl
         batch = tf.cast(tf.shape(inputs)[0], "float32")
         self.kl_tracker.update_state(penalty, sample_weight=batch)
-        # Keras divides the compiled loss by the number of replicas before
-        # gradients are summed across them, but not `add_loss` terms: without
-        # this the KL would be counted once per replica.
-        replicas = _replica_count()
-        if replicas > 1:
-            penalty = penalty / float(replicas)
+        # Each replica adds the whole KL; Keras's TensorFlow trainer divides
+        # `add_loss` terms by the replica count before gradients are summed
+        # across replicas, so the KL counts once per step
+        # (tests/distribute/test_mirrored.py holds Keras to that).
         self.add_loss(penalty)
 
     def _finish(self, outputs, bias):

@@ -1,0 +1,78 @@
+"""Posteriors: parameterisation, initialisation, sampling, serialization."""
+
+import keras
+import numpy as np
+import pytest
+
+from tfp_bnn import posteriors
+from tfp_bnn.layers import DenseReparameterization
+
+
+def _built_layer(**kwargs):
+    layer = DenseReparameterization(200, **kwargs)
+    layer.build((None, 50))
+    return layer
+
+
+def test_sigma_is_softplus_rho():
+    layer = _built_layer(kl_weight=1.0)
+    loc, rho = layer.kernel_params
+    _, scale = posteriors.MeanFieldNormal.loc_scale(layer.kernel_params)
+    np.testing.assert_allclose(scale, np.log1p(np.exp(rho.numpy())), rtol=1e-6)
+    q = layer.kernel_posterior()
+    assert tuple(q.event_shape) == (50, 200)
+    np.testing.assert_allclose(q.mean(), loc.numpy())
+
+
+def test_initialisation_is_close_to_a_point_mass():
+    layer = _built_layer(kl_weight=1.0, seed=0)
+    rho = layer.kernel_params[1].numpy()
+    # 10,000 draws of N(-3, 0.1): the sample mean is within 5 standard errors.
+    assert abs(rho.mean() - (-3.0)) < 5 * 0.1 / np.sqrt(rho.size)
+    assert abs(rho.std() - 0.1) < 5 * 0.1 / np.sqrt(2 * rho.size)
+    sigma = np.log1p(np.exp(rho))
+    assert sigma.max() < 0.07
+
+
+def test_sample_has_posterior_moments():
+    layer = _built_layer(kl_weight=1.0, seed=1)
+    post = layer.posterior
+    loc, scale = (np.asarray(t) for t in post.loc_scale(layer.kernel_params))
+    gen = keras.random.SeedGenerator(7)
+    draws = np.stack([
+        keras.ops.convert_to_numpy(
+            post.sample(layer.kernel_params, gen, "float32", keras.ops.ones(()))
+        )
+        for _ in range(400)
+    ])
+    z = (draws - loc) / scale  # standard normal draws if the sampler is right
+    n = z.size
+    assert abs(z.mean()) < 5 / np.sqrt(n)
+    assert abs(z.var() - 1.0) < 5 * np.sqrt(2.0 / n)
+
+
+def test_zero_noise_scale_returns_the_mean():
+    layer = _built_layer(kl_weight=1.0)
+    w = layer.posterior.sample(layer.kernel_params, keras.random.SeedGenerator(0), "float32",
+                               keras.ops.zeros(()))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), layer.kernel_params[0].numpy())
+
+
+def test_serialization_round_trip():
+    post = posteriors.MeanFieldNormal(rho_init=-5.0, rho_init_stddev=0.0)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(post))
+    assert restored == post
+
+
+@pytest.mark.parametrize(
+    "make, argument",
+    [
+        (lambda: posteriors.MeanFieldNormal(rho_init=float("inf")), "rho_init"),
+        (lambda: posteriors.MeanFieldNormal(rho_init_stddev=-0.1), "rho_init_stddev"),
+        (lambda: posteriors.get("full_covariance"), "posterior"),
+        (lambda: posteriors.get(1.5), "posterior"),
+    ],
+)
+def test_invalid_arguments_name_the_argument(make, argument):
+    with pytest.raises(ValueError, match=f"`{argument}`"):
+        make()
