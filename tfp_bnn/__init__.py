@@ -10,6 +10,7 @@ for N training examples.
 __version__ = "0.1.0"
 
 from tfp_bnn import callbacks
+from tfp_bnn import export
 from tfp_bnn import layers
 from tfp_bnn import posteriors
 from tfp_bnn import priors
@@ -18,15 +19,14 @@ from tfp_bnn.modes import is_mean_mode
 from tfp_bnn.modes import mean_mode
 from tfp_bnn.modes import set_mean_mode
 
-__all__ = sorted(
-    [
-        "bayesian_layers",
-        "callbacks",
-        "is_mean_mode",
-        "layers",
-        "mean_mode",
-        "posteriors",
-        "priors",
-        "set_mean_mode",
-    ]
-)
+__all__ = [
+    "bayesian_layers",
+    "callbacks",
+    "export",
+    "is_mean_mode",
+    "layers",
+    "mean_mode",
+    "posteriors",
+    "priors",
+    "set_mean_mode",
+]

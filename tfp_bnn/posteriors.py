@@ -13,6 +13,9 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn.config_objects import ConfigObject
+from tfp_bnn.config_objects import resolve
+
 tfd = tfp.distributions
 
 
@@ -34,7 +37,7 @@ def seeded_initializer(identifier, seed):
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Posterior:
+class Posterior(ConfigObject):
     """Base class of weight posteriors.
 
     `is_location_scale` says whether the posterior is w = loc + scale * eps
@@ -58,19 +61,6 @@ class Posterior:
         """A reparameterised sample mean + noise_scale * (sample - mean)."""
         raise NotImplementedError
 
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -158,22 +148,4 @@ def get(identifier):
     Accepts a `Posterior`, `None` (the `MeanFieldNormal` default), the name
     `"mean_field_normal"`, or a serialized dict.
     """
-    if identifier is None:
-        return MeanFieldNormal()
-    if isinstance(identifier, Posterior):
-        return identifier
-    if isinstance(identifier, str):
-        if identifier not in _POSTERIORS:
-            raise ValueError(
-                f"Unknown `posterior` {identifier!r}; expected one of "
-                f"{sorted(_POSTERIORS)} or a tfp_bnn.posteriors.Posterior instance."
-            )
-        return _POSTERIORS[identifier]()
-    if isinstance(identifier, dict):
-        obj = keras.saving.deserialize_keras_object(identifier)
-        if isinstance(obj, Posterior):
-            return obj
-    raise ValueError(
-        f"`posterior` must be a tfp_bnn.posteriors.Posterior, a name or None, "
-        f"got {identifier!r}."
-    )
+    return resolve(identifier, Posterior, _POSTERIORS, "posterior", default=MeanFieldNormal)

@@ -12,6 +12,9 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn.config_objects import ConfigObject
+from tfp_bnn.config_objects import resolve
+
 tfd = tfp.distributions
 
 
@@ -23,7 +26,7 @@ def _check_positive(name, value):
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Prior:
+class Prior(ConfigObject):
     """Base class of weight priors.
 
     Subclasses implement `element_distribution(dtype)` and `get_config()`.
@@ -42,19 +45,6 @@ class Prior:
             self.element_distribution(dtype), sample_shape=tuple(shape)
         )
 
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -143,21 +133,4 @@ def get(identifier):
     Accepts a `Prior`, `None` (the N(0, 1) default), a name from
     `{"normal", "scale_mixture"}` (default arguments), or a serialized dict.
     """
-    if identifier is None:
-        return NormalPrior()
-    if isinstance(identifier, Prior):
-        return identifier
-    if isinstance(identifier, str):
-        if identifier not in _PRIORS:
-            raise ValueError(
-                f"Unknown `prior` {identifier!r}; expected one of "
-                f"{sorted(_PRIORS)} or a tfp_bnn.priors.Prior instance."
-            )
-        return _PRIORS[identifier]()
-    if isinstance(identifier, dict):
-        obj = keras.saving.deserialize_keras_object(identifier)
-        if isinstance(obj, Prior):
-            return obj
-    raise ValueError(
-        f"`prior` must be a tfp_bnn.priors.Prior, a name or None, got {identifier!r}."
-    )
+    return resolve(identifier, Prior, _PRIORS, "prior", default=NormalPrior)

@@ -1,6 +1,5 @@
 """The KL term: closed form, Monte Carlo estimate, weighting and the loss it enters."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf

@@ -9,9 +9,12 @@ import math
 
 import keras
 
+from tfp_bnn.config_objects import ConfigObject
+from tfp_bnn.config_objects import resolve
+
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class KLSchedule:
+class KLSchedule(ConfigObject):
     """Base class of KL-weight schedules."""
 
     needs_steps_per_epoch = False
@@ -19,16 +22,6 @@ class KLSchedule:
     def factor(self, epoch, batch, steps_per_epoch):
         raise NotImplementedError
 
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
 
 
 def _positive(name, value, integer=False):
@@ -126,15 +119,4 @@ SCHEDULES = {
 
 def get(identifier):
     """Resolves a schedule name, instance or serialized dict."""
-    if isinstance(identifier, KLSchedule):
-        return identifier
-    if isinstance(identifier, str) and identifier in SCHEDULES:
-        return SCHEDULES[identifier]()
-    if isinstance(identifier, dict):
-        obj = keras.saving.deserialize_keras_object(identifier)
-        if isinstance(obj, KLSchedule):
-            return obj
-    raise ValueError(
-        f"Unknown KL `schedule` {identifier!r}; expected one of {sorted(SCHEDULES)} "
-        "or a tfp_bnn.callbacks.KLSchedule instance."
-    )
+    return resolve(identifier, KLSchedule, SCHEDULES, "schedule")

@@ -25,6 +25,7 @@ import warnings
 import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
+from keras import ops
 
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
@@ -309,12 +310,53 @@ class BayesianLayer(keras.layers.Layer):
         # (tests/distribute/test_mirrored.py holds Keras to that).
         self.add_loss(penalty)
 
+    def _apply_kernel(self, inputs, kernel):
+        """inputs (*) kernel: matmul for Dense, convolution for Conv."""
+        raise NotImplementedError
+
+    def _shape_bias(self, bias):
+        """Reshapes a bias vector to broadcast against the outputs."""
+        return bias
+
+    def _flipout_sign_shapes(self, inputs, outputs):
+        """Shapes of Flipout's input and output sign tensors (per position)."""
+        return tf.shape(inputs), tf.shape(outputs)
+
     def _finish(self, outputs, bias):
         if bias is not None:
-            outputs = outputs + bias
+            outputs = outputs + self._shape_bias(bias)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
+
+    def _reparameterization_call(self, inputs, training):
+        """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2)."""
+        inputs = ops.cast(inputs, self.compute_dtype)
+        noise = self._noise_scale(training)
+        kernel = self.posterior.sample(
+            self.kernel_params, self.seed_generator, self.compute_dtype, noise
+        )
+        bias, bias_sample = self._bias_value(noise)
+        self._add_kl(inputs, training, kernel, bias_sample)
+        return self._finish(self._apply_kernel(inputs, kernel), bias)
+
+    def _flipout_call(self, inputs, training):
+        """y = x (*) loc + ((x * s) (*) delta) * r, delta = scale * eps (Wen et al. 2018)."""
+        inputs = ops.cast(inputs, self.compute_dtype)
+        dtype = self.compute_dtype
+        noise = self._noise_scale(training)
+        loc, scale = self.posterior.loc_scale(self.kernel_params)
+        outputs = self._apply_kernel(inputs, tf.cast(loc, dtype))
+        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=self.seed_generator)
+        delta = tf.cast(scale, dtype) * eps
+        in_shape, out_shape = self._flipout_sign_shapes(inputs, outputs)
+        sign_in = rademacher(in_shape, dtype, self.seed_generator)
+        sign_out = rademacher(out_shape, dtype, self.seed_generator)
+        perturbation = self._apply_kernel(inputs * sign_in, delta) * sign_out
+        outputs = outputs + perturbation * noise
+        bias, bias_sample = self._bias_value(noise)
+        self._add_kl(inputs, training, None, bias_sample)
+        return self._finish(outputs, bias)
 
     # -- serialization --------------------------------------------------------
     def get_config(self):

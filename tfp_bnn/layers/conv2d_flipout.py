@@ -1,10 +1,7 @@
 """2-D convolution with Flipout: decorrelated weight noise per example."""
 
 import keras
-import tensorflow as tf
-from keras import ops
 
-from tfp_bnn.layers.base import rademacher
 from tfp_bnn.layers.conv_base import BayesianConv2DBase
 
 
@@ -43,26 +40,5 @@ class Conv2DFlipout(BayesianConv2DBase):
         super().__init__(filters, kernel_size, **kwargs)
         self._require_location_scale()
 
-    def _signs(self, batch, channels, dtype):
-        if self.data_format == "channels_last":
-            shape = tf.stack([batch, 1, 1, channels])
-        else:
-            shape = tf.stack([batch, channels, 1, 1])
-        return rademacher(shape, dtype, self.seed_generator)
-
     def call(self, inputs, training=None):
-        inputs = ops.cast(inputs, self.compute_dtype)
-        dtype = self.compute_dtype
-        noise = self._noise_scale(training)
-        loc, scale = self.posterior.loc_scale(self.kernel_params)
-        outputs = self._convolve(inputs, tf.cast(loc, dtype))
-        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=self.seed_generator)
-        delta = tf.cast(scale, dtype) * eps
-        batch = tf.shape(inputs)[0]
-        sign_in = self._signs(batch, tf.shape(inputs)[self._channel_axis], dtype)
-        sign_out = self._signs(batch, self.filters, dtype)
-        perturbation = self._convolve(inputs * sign_in, delta) * sign_out
-        outputs = outputs + perturbation * noise
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, None, bias_sample)
-        return self._finish(outputs, self._bias_shape_for(bias))
+        return self._flipout_call(inputs, training)

@@ -1,7 +1,6 @@
 """2-D convolution with a sampled kernel: the reparameterization estimator."""
 
 import keras
-from keras import ops
 
 from tfp_bnn.layers.conv_base import BayesianConv2DBase
 
@@ -34,11 +33,4 @@ class Conv2DReparameterization(BayesianConv2DBase):
     """
 
     def call(self, inputs, training=None):
-        inputs = ops.cast(inputs, self.compute_dtype)
-        noise = self._noise_scale(training)
-        kernel = self.posterior.sample(
-            self.kernel_params, self.seed_generator, self.compute_dtype, noise
-        )
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, kernel, bias_sample)
-        return self._finish(self._convolve(inputs, kernel), self._bias_shape_for(bias))
+        return self._reparameterization_call(inputs, training)

@@ -1,6 +1,7 @@
 """Shape handling shared by the variational 2-D convolution layers."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from tfp_bnn.layers.base import BayesianLayer
@@ -100,7 +101,7 @@ class BayesianConv2DBase(BayesianLayer):
             ndim=4, axes={self._channel_axis: channels}
         )
 
-    def _convolve(self, inputs, kernel):
+    def _apply_kernel(self, inputs, kernel):
         return ops.conv(
             inputs,
             kernel,
@@ -110,11 +111,19 @@ class BayesianConv2DBase(BayesianLayer):
             dilation_rate=self.dilation_rate,
         )
 
-    def _bias_shape_for(self, bias):
-        """Reshapes a (filters,) bias to broadcast over the output."""
-        if bias is None or self.data_format == "channels_last":
+    def _shape_bias(self, bias):
+        if self.data_format == "channels_last":
             return bias
         return ops.reshape(bias, (1, self.filters, 1, 1))
+
+    def _flipout_sign_shapes(self, inputs, outputs):
+        # One sign per example and channel, shared over positions, so each
+        # example sees one whole perturbed kernel (as TFP's Conv flipout).
+        batch = tf.shape(inputs)[0]
+        channels = tf.shape(inputs)[self._channel_axis]
+        if self.data_format == "channels_last":
+            return tf.stack([batch, 1, 1, channels]), tf.stack([batch, 1, 1, self.filters])
+        return tf.stack([batch, channels, 1, 1]), tf.stack([batch, self.filters, 1, 1])
 
     def compute_output_shape(self, input_shape):
         if self.data_format == "channels_last":

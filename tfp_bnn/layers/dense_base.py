@@ -1,6 +1,7 @@
 """Shape handling shared by the variational Dense layers."""
 
 import keras
+from keras import ops
 
 from tfp_bnn.layers.base import BayesianLayer
 
@@ -27,6 +28,9 @@ class BayesianDenseBase(BayesianLayer):
             )
         self._build_weights((input_dim, self.units), (self.units,))
         self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: input_dim})
+
+    def _apply_kernel(self, inputs, kernel):
+        return ops.matmul(inputs, kernel)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)

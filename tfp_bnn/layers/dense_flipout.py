@@ -1,10 +1,7 @@
 """Dense layer with Flipout: decorrelated weight noise per example."""
 
 import keras
-import tensorflow as tf
-from keras import ops
 
-from tfp_bnn.layers.base import rademacher
 from tfp_bnn.layers.dense_base import BayesianDenseBase
 
 
@@ -49,17 +46,4 @@ class DenseFlipout(BayesianDenseBase):
         self._require_location_scale()
 
     def call(self, inputs, training=None):
-        inputs = ops.cast(inputs, self.compute_dtype)
-        dtype = self.compute_dtype
-        noise = self._noise_scale(training)
-        loc, scale = self.posterior.loc_scale(self.kernel_params)
-        outputs = ops.matmul(inputs, tf.cast(loc, dtype))
-        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=self.seed_generator)
-        delta = tf.cast(scale, dtype) * eps
-        sign_in = rademacher(tf.shape(inputs), dtype, self.seed_generator)
-        sign_out = rademacher(tf.shape(outputs), dtype, self.seed_generator)
-        perturbation = ops.matmul(inputs * sign_in, delta) * sign_out
-        outputs = outputs + perturbation * noise
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, None, bias_sample)
-        return self._finish(outputs, bias)
+        return self._flipout_call(inputs, training)

@@ -1,7 +1,6 @@
 """Dense layer with a sampled kernel: the reparameterization estimator."""
 
 import keras
-from keras import ops
 
 from tfp_bnn.layers.dense_base import BayesianDenseBase
 
@@ -36,11 +35,4 @@ class DenseReparameterization(BayesianDenseBase):
     """
 
     def call(self, inputs, training=None):
-        inputs = ops.cast(inputs, self.compute_dtype)
-        noise = self._noise_scale(training)
-        kernel = self.posterior.sample(
-            self.kernel_params, self.seed_generator, self.compute_dtype, noise
-        )
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, kernel, bias_sample)
-        return self._finish(ops.matmul(inputs, kernel), bias)
+        return self._reparameterization_call(inputs, training)
