@@ -31,7 +31,10 @@ setup(
         # TFP's own TensorFlow extra: TFP 0.25 checks at import time that
         # tf-keras is installed, although tfp_bnn never imports tf_keras.
         "tensorflow-probability[tf]>=0.25",
-        "keras>=3.5",
+        # 3.8 is the first Keras whose TensorFlow trainer divides add_loss
+        # terms by the replica count (keras-team/keras#20609); before it a
+        # variational layer's KL counted once per replica under tf.distribute.
+        "keras>=3.8",
         "numpy",
     ],
     extras_require={
