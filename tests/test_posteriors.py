@@ -17,7 +17,7 @@ def _built_layer(**kwargs):
 def test_sigma_is_softplus_rho():
     layer = _built_layer(kl_weight=1.0)
     loc, rho = layer.kernel_params
-    _, scale = posteriors.MeanFieldNormal.loc_scale(layer.kernel_params)
+    _, scale = layer.posterior.prepare(layer.kernel_params)
     np.testing.assert_allclose(scale, np.log1p(np.exp(rho.numpy())), rtol=1e-6)
     q = layer.kernel_posterior()
     assert tuple(q.event_shape) == (50, 200)
@@ -37,11 +37,12 @@ def test_initialisation_is_close_to_a_point_mass():
 def test_sample_has_posterior_moments():
     layer = _built_layer(kl_weight=1.0, seed=1)
     post = layer.posterior
-    loc, scale = (np.asarray(t) for t in post.loc_scale(layer.kernel_params))
+    prepared = post.prepare(layer.kernel_params)
+    loc, scale = (np.asarray(t) for t in prepared)
     gen = keras.random.SeedGenerator(7)
     draws = np.stack([
         keras.ops.convert_to_numpy(
-            post.sample(layer.kernel_params, gen, "float32", keras.ops.ones(()))
+            post.sample(prepared, gen, "float32", keras.ops.ones(()))
         )
         for _ in range(400)
     ])
@@ -53,7 +54,8 @@ def test_sample_has_posterior_moments():
 
 def test_zero_noise_scale_returns_the_mean():
     layer = _built_layer(kl_weight=1.0)
-    w = layer.posterior.sample(layer.kernel_params, keras.random.SeedGenerator(0), "float32",
+    w = layer.posterior.sample(layer.posterior.prepare(layer.kernel_params),
+                               keras.random.SeedGenerator(0), "float32",
                                keras.ops.zeros(()))
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), layer.kernel_params[0].numpy())
 

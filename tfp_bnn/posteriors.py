@@ -7,14 +7,17 @@ mean, or a reparameterised sample. The same posterior object can therefore
 serve a kernel and a bias, or many layers.
 """
 
+import collections
 import math
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn.config_objects import ConfigObject
 from tfp_bnn.config_objects import resolve
+from tfp_bnn import noise
 
 tfd = tfp.distributions
 
@@ -36,6 +39,35 @@ def seeded_initializer(identifier, seed):
     return initializer
 
 
+PosteriorDraw = collections.namedtuple("PosteriorDraw", ["prepared", "perturbation", "kl"])
+
+# Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
+_U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _mean_field_draw(loc, rho, seed, dtype, prior, with_noise):
+    """softplus, the scaled noise and the closed-form KL as one XLA cluster.
+
+    Fusing these element-wise passes over every weight (and the backward
+    pass XLA derives for them) is what makes the layers fast without
+    `jit_compile=True` on the model: see benchmarks/train_step.py. Noise
+    comes from ThreeFry uniforms through the inverse normal CDF,
+    eps = sqrt(2) erfinv(u), u ~ U(-1, 1): cheaper under XLA on CPU than
+    Box-Muller, exact up to float32 resolution (|eps| <= 5.4).
+    """
+    scale = tf.nn.softplus(rho)
+    perturbation = None
+    if with_noise:
+        u = tf.random.stateless_uniform(
+            tf.shape(loc), seed=seed, minval=-1.0, maxval=1.0, alg="threefry"
+        )
+        eps = math.sqrt(2.0) * tf.math.erfinv(tf.clip_by_value(u, -_U_MAX, _U_MAX))
+        perturbation = tf.cast(scale * eps, dtype)
+    kl = None if prior is None else prior.kl_from_normal(loc, scale)
+    return scale, perturbation, kl
+
+
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class Posterior(ConfigObject):
     """Base class of weight posteriors.
@@ -50,17 +82,50 @@ class Posterior(ConfigObject):
               regularizer=None, constraint=None, seed=None):
         raise NotImplementedError
 
-    def distribution(self, params):
+    def prepare(self, params):
+        """Tensors derived from the parameters once per call (e.g. the scale)."""
+        return params
+
+    def distribution(self, prepared):
         """Element-wise distribution (batch shape = the weight shape)."""
         raise NotImplementedError
 
-    def mean(self, params):
+    def mean(self, prepared):
         raise NotImplementedError
 
-    def sample(self, params, seed_generator, dtype, noise_scale):
+    def sample(self, prepared, seed_generator, dtype, noise_scale):
         """A reparameterised sample mean + noise_scale * (sample - mean)."""
         raise NotImplementedError
 
+    def kl(self, prepared, prior):
+        """Sum of the element-wise KL(q || prior) in closed form."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no closed-form KL to {type(prior).__name__}."
+        )
+
+    def draw(self, params, seed_generator, dtype, prior=None, with_noise=True):
+        """Everything a layer needs from the posterior for one call.
+
+        Args:
+            params: the variables `build` returned.
+            seed_generator: the layer's `keras.random.SeedGenerator`.
+            dtype: the layer's compute dtype, for the perturbation.
+            prior: a prior to take the closed-form KL to, or None.
+            with_noise: False skips the perturbation (it is then None).
+
+        Returns:
+            `PosteriorDraw(prepared, perturbation, kl)`: the prepared
+            parameters, sample - mean in `dtype`, and the summed KL (float32)
+            or None.
+        """
+        prepared = self.prepare(params)
+        perturbation = None
+        if with_noise:
+            one = tf.constant(1.0, dtype)
+            sample = self.sample(prepared, seed_generator, dtype, one)
+            perturbation = sample - tf.cast(self.mean(prepared), dtype)
+        kl = None if prior is None else self.kl(prepared, prior)
+        return PosteriorDraw(prepared, perturbation, kl)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -118,22 +183,37 @@ class MeanFieldNormal(Posterior):
         )
         return (loc, rho)
 
-    @staticmethod
-    def loc_scale(params):
+    def prepare(self, params):
+        """(loc, scale) with scale = softplus(rho), computed once per call."""
         loc, rho = params
         return tf.convert_to_tensor(loc), tf.nn.softplus(rho)
 
-    def distribution(self, params):
-        loc, scale = self.loc_scale(params)
+    def loc_scale(self, prepared):
+        return prepared
+
+    def distribution(self, prepared):
+        loc, scale = prepared
         return tfd.Normal(loc=loc, scale=scale)
 
-    def mean(self, params):
-        return tf.convert_to_tensor(params[0])
+    def mean(self, prepared):
+        return prepared[0]
 
-    def sample(self, params, seed_generator, dtype, noise_scale):
-        loc, scale = self.loc_scale(params)
-        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=seed_generator)
+    def sample(self, prepared, seed_generator, dtype, noise_scale):
+        loc, scale = prepared
+        eps = noise.normal(tuple(loc.shape), dtype, seed_generator)
         return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
+
+    def kl(self, prepared, prior):
+        return prior.kl_from_normal(*prepared)
+
+    def draw(self, params, seed_generator, dtype, prior=None, with_noise=True):
+        loc = tf.convert_to_tensor(params[0])
+        seed = noise.next_seed(seed_generator) if with_noise else tf.zeros([2], tf.int32)
+        scale, perturbation, kl = _mean_field_draw(
+            loc, tf.convert_to_tensor(params[1]), seed, tf.as_dtype(dtype).name, prior,
+            with_noise,
+        )
+        return PosteriorDraw((loc, scale), perturbation, kl)
 
     def get_config(self):
         return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev}

@@ -27,6 +27,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from keras import ops
 
+from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
 
@@ -110,6 +111,9 @@ class BayesianLayer(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        # Variables stay float32 inside call under mixed precision: the layer
+        # casts what enters the forward pass, and KL terms stay float32.
+        kwargs["autocast"] = False
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.activation = keras.activations.get(activation)
         self.use_bias = bool(use_bias)
@@ -208,7 +212,7 @@ class BayesianLayer(keras.layers.Layer):
     # -- inspection -----------------------------------------------------------
     def kernel_posterior(self):
         """q(kernel) as a TFP distribution with event shape = kernel shape."""
-        dist = self.posterior.distribution(self.kernel_params)
+        dist = self.posterior.distribution(self.posterior.prepare(self.kernel_params))
         return tfd.Independent(dist, reinterpreted_batch_ndims=len(dist.batch_shape))
 
     def kernel_prior(self):
@@ -219,7 +223,7 @@ class BayesianLayer(keras.layers.Layer):
         """q(bias), or None when the bias is deterministic or absent."""
         if self.bias_params is None:
             return None
-        dist = self.posterior.distribution(self.bias_params)
+        dist = self.posterior.distribution(self.posterior.prepare(self.bias_params))
         return tfd.Independent(dist, reinterpreted_batch_ndims=1)
 
     def bias_prior(self):
@@ -233,9 +237,9 @@ class BayesianLayer(keras.layers.Layer):
         Exact when the estimator is analytic; otherwise a one-sample Monte
         Carlo estimate.
         """
-        kl = self._kl_of(self.kernel_params, None)
+        kl = self._kl_of(self._draw(self.kernel_params, with_noise=False))
         if self.bias_params is not None:
-            kl = kl + self._kl_of(self.bias_params, None)
+            kl = kl + self._kl_of(self._draw(self.bias_params, with_noise=False))
         return kl
 
     # -- call helpers ---------------------------------------------------------
@@ -249,42 +253,45 @@ class BayesianLayer(keras.layers.Layer):
         return tf.cast(self.sampling, dtype)
 
     def _bias_value(self, noise_scale):
-        """The bias in compute dtype, and its float32 sample (or None)."""
+        """The bias in compute dtype and its posterior draw (or None)."""
         if not self.use_bias:
             return None, None
         if self.bias_params is None:
             return tf.cast(self.bias, self.compute_dtype), None
-        sample = self.posterior.sample(
-            self.bias_params, self.seed_generator, self.compute_dtype, noise_scale
+        draw = self._draw(self.bias_params)
+        mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
+        return mean + draw.perturbation * noise_scale, draw
+
+    def _draw(self, params, with_noise=True):
+        """The posterior's draw for this call, with the closed-form KL if used."""
+        prior = self.prior if self._use_analytic_kl() else None
+        return self.posterior.draw(
+            params, self.seed_generator, self.compute_dtype, prior,
+            with_noise=with_noise or prior is None,
         )
-        return sample, sample
 
     def _use_analytic_kl(self):
         if self.kl_estimator == "analytic":
             return True
         return self.kl_estimator == "auto" and self.prior.has_analytic_kl
 
-    def _kl_of(self, params, sample):
-        """Sum over elements of KL(q || p), analytic or MC at `sample`."""
-        q = self.posterior.distribution(params)
+    def _kl_of(self, draw):
+        """KL(q || p) summed over elements: closed form, or MC at mean + perturbation.
+
+        mean + perturbation is a posterior sample: while training with the
+        reparameterization estimator it is the very kernel of the forward pass
+        (seed 002, step 4); in mean mode it is still a genuine sample.
+        """
+        if draw.kl is not None:
+            return draw.kl
+        mean = tf.cast(self.posterior.mean(draw.prepared), "float32")
+        sample = mean + tf.cast(draw.perturbation, "float32")
+        q = self.posterior.distribution(draw.prepared)
         p = self.prior.element_distribution("float32")
-        if self._use_analytic_kl():
-            return tf.reduce_sum(tfd.kl_divergence(q, p))
-        if sample is None:
-            sample = self.posterior.sample(
-                params, self.seed_generator, "float32", tf.constant(1.0)
-            )
-        sample = tf.cast(sample, "float32")
         return tf.reduce_sum(q.log_prob(sample) - p.log_prob(sample))
 
-    def _add_kl(self, inputs, training, kernel_sample=None, bias_sample=None):
-        """Adds kl_weight * KL to the layer's losses and its tracker.
-
-        `kernel_sample` / `bias_sample` are the weights used in the forward
-        pass while training; the MC estimator reuses them (seed 002, step 4).
-        Outside training the MC estimator draws a fresh posterior sample, as
-        the forward pass may have used the mean.
-        """
+    def _add_kl(self, inputs, training, kernel_draw, bias_draw):
+        """Adds kl_weight * KL to the layer's losses and its tracker."""
         if _flag("skip_kl"):
             return
         if training and self._initial_kl_weight is None and not self._warned_unset_kl_weight:
@@ -296,11 +303,9 @@ class BayesianLayer(keras.layers.Layer):
                     "kl_weight=1/N or use tfp_bnn.callbacks.KLScheduler(num_examples=N).",
                     stacklevel=3,
                 )
-        if not training:
-            kernel_sample = bias_sample = None
-        kl = self._kl_of(self.kernel_params, kernel_sample)
-        if self.bias_params is not None:
-            kl = kl + self._kl_of(self.bias_params, bias_sample)
+        kl = self._kl_of(kernel_draw)
+        if bias_draw is not None:
+            kl = kl + self._kl_of(bias_draw)
         penalty = self.kl_weight * kl
         batch = tf.cast(tf.shape(inputs)[0], "float32")
         self.kl_tracker.update_state(penalty, sample_weight=batch)
@@ -332,30 +337,29 @@ class BayesianLayer(keras.layers.Layer):
     def _reparameterization_call(self, inputs, training):
         """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2)."""
         inputs = ops.cast(inputs, self.compute_dtype)
-        noise = self._noise_scale(training)
-        kernel = self.posterior.sample(
-            self.kernel_params, self.seed_generator, self.compute_dtype, noise
-        )
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, kernel, bias_sample)
+        noise_scale = self._noise_scale(training)
+        draw = self._draw(self.kernel_params)
+        mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
+        kernel = mean + draw.perturbation * noise_scale
+        bias, bias_draw = self._bias_value(noise_scale)
+        self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(self._apply_kernel(inputs, kernel), bias)
 
     def _flipout_call(self, inputs, training):
         """y = x (*) loc + ((x * s) (*) delta) * r, delta = scale * eps (Wen et al. 2018)."""
         inputs = ops.cast(inputs, self.compute_dtype)
         dtype = self.compute_dtype
-        noise = self._noise_scale(training)
-        loc, scale = self.posterior.loc_scale(self.kernel_params)
+        noise_scale = self._noise_scale(training)
+        draw = self._draw(self.kernel_params)
+        loc, _ = self.posterior.loc_scale(draw.prepared)
         outputs = self._apply_kernel(inputs, tf.cast(loc, dtype))
-        eps = keras.random.normal(tuple(loc.shape), dtype=dtype, seed=self.seed_generator)
-        delta = tf.cast(scale, dtype) * eps
         in_shape, out_shape = self._flipout_sign_shapes(inputs, outputs)
-        sign_in = rademacher(in_shape, dtype, self.seed_generator)
-        sign_out = rademacher(out_shape, dtype, self.seed_generator)
-        perturbation = self._apply_kernel(inputs * sign_in, delta) * sign_out
-        outputs = outputs + perturbation * noise
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, None, bias_sample)
+        sign_in = noise.signs(in_shape, dtype, self.seed_generator)
+        sign_out = noise.signs(out_shape, dtype, self.seed_generator)
+        perturbation = self._apply_kernel(inputs * sign_in, draw.perturbation) * sign_out
+        outputs = outputs + perturbation * noise_scale
+        bias, bias_draw = self._bias_value(noise_scale)
+        self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)
 
     # -- serialization --------------------------------------------------------
@@ -380,9 +384,3 @@ class BayesianLayer(keras.layers.Layer):
             }
         )
         return config
-
-
-def rademacher(shape, dtype, seed_generator):
-    """Random signs +-1 of `shape` (Flipout's sign vectors)."""
-    bits = keras.random.randint(shape, 0, 2, dtype="int32", seed=seed_generator)
-    return tf.cast(2 * bits - 1, dtype)

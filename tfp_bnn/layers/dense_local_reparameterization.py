@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import noise
 from tfp_bnn.layers.dense_base import BayesianDenseBase
 
 
@@ -59,13 +60,14 @@ class DenseLocalReparameterization(BayesianDenseBase):
     def call(self, inputs, training=None):
         inputs = ops.cast(inputs, self.compute_dtype)
         dtype = self.compute_dtype
-        noise = self._noise_scale(training)
-        loc, scale = self.posterior.loc_scale(self.kernel_params)
+        noise_scale = self._noise_scale(training)
+        draw = self._draw(self.kernel_params, with_noise=False)
+        loc, scale = self.posterior.loc_scale(draw.prepared)
         mean = ops.matmul(inputs, tf.cast(loc, dtype))
         variance = ops.matmul(ops.square(inputs), tf.cast(ops.square(scale), dtype))
         stddev = ops.sqrt(ops.maximum(variance, tf.cast(_variance_floor(dtype), dtype)))
-        eps = keras.random.normal(tf.shape(mean), dtype=dtype, seed=self.seed_generator)
-        outputs = mean + stddev * (eps * noise)
-        bias, bias_sample = self._bias_value(noise)
-        self._add_kl(inputs, training, None, bias_sample)
+        eps = noise.normal(tf.shape(mean), dtype, self.seed_generator)
+        outputs = mean + stddev * (eps * noise_scale)
+        bias, bias_draw = self._bias_value(noise_scale)
+        self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)

@@ -1,0 +1,195 @@
+"""Likelihood terms for regression networks, and their Monte Carlo evaluation.
+
+`GaussianNLL` is the data term of the per-example objective
+
+    loss = mean NLL + kl_weight * KL(q || p),  kl_weight = 1/N
+
+for a network that predicts its own noise level (heteroscedastic
+regression). `gaussian_log_likelihood_mc` and `predictive_rmse` score the
+Monte Carlo predictive distribution of such a network on held-out data, as
+the UCI benchmarks report it.
+"""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _split_mean_log_var(y_pred):
+    """Splits the last axis [mean, log variance] and checks its size."""
+    y_pred = tf.convert_to_tensor(y_pred)
+    last = y_pred.shape[-1] if y_pred.shape.rank else None
+    if y_pred.shape.rank == 0 or (last is not None and last != 2):
+        raise ValueError(
+            "GaussianNLL expects `y_pred` whose last axis has 2 columns "
+            f"[mean, log variance], got shape {tuple(y_pred.shape)}."
+        )
+    return y_pred[..., 0], y_pred[..., 1]
+
+
+def gaussian_nll(y_true, y_pred):
+    """Per-example NLL of y_true under N(mean, exp(s)), y_pred = [mean, s].
+
+    Kendall and Gal (2017), eq. 5, with s = log sigma^2 predicted by the
+    network and the constant kept so that the value is a true NLL:
+
+        0.5 * log(2 pi) + 0.5 * s + 0.5 * (y - mean)^2 * exp(-s)
+
+    The residual is scaled by exp(-s/2) before squaring: exp(-s) alone
+    overflows float32 at s < -88, the scaled residual only when the loss
+    itself is beyond float32.
+
+    Args:
+        y_true: targets of shape `batch_shape` or `batch_shape + (1,)`.
+        y_pred: predictions of shape `batch_shape + (2,)`.
+
+    Returns:
+        Tensor of shape `batch_shape`.
+    """
+    mean, log_var = _split_mean_log_var(y_pred)
+    y_true = tf.cast(y_true, mean.dtype)
+    if y_true.shape.rank is not None and y_true.shape.rank == mean.shape.rank + 1:
+        # Keras hands targets over as (batch, 1) for a (batch, 2) output.
+        y_true = tf.squeeze(y_true, axis=-1)
+    scaled_residual = (y_true - mean) * tf.exp(-0.5 * log_var)
+    return _HALF_LOG_2PI + 0.5 * log_var + 0.5 * tf.square(scaled_residual)
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class GaussianNLL(keras.losses.Loss):
+    """Heteroscedastic Gaussian negative log-likelihood.
+
+    For a network whose last output axis is [mean, s] with s = log sigma^2
+    (Kendall and Gal 2017, eq. 5):
+
+        NLL = 0.5 * log(2 pi) + 0.5 * s + 0.5 * (y - mean)^2 * exp(-s)
+
+    Predicting log sigma^2 rather than sigma keeps the variance positive
+    without a constraint. With the default reduction the loss is the mean
+    NLL over the batch, the data term of tfp_bnn's per-example objective.
+
+    Args:
+        reduction: as in `keras.losses.Loss`.
+        name: name of the loss.
+        dtype: as in `keras.losses.Loss`.
+
+    Call arguments:
+        y_true: targets of shape `(batch,)` or `(batch, 1)`.
+        y_pred: network outputs of shape `(batch, 2)`.
+
+    Returns:
+        The reduced NLL (a scalar with the default reduction).
+
+    Example:
+    >>> model.add(tfp_bnn.layers.DenseReparameterization(2))
+    >>> model.compile(optimizer="adam", loss=GaussianNLL())
+    """
+
+    def __init__(self, reduction="sum_over_batch_size", name="gaussian_nll", dtype=None):
+        super().__init__(reduction=reduction, name=name, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        return gaussian_nll(y_true, y_pred)
+
+
+def _samples_and_targets(y, means, what):
+    """Checks means of shape [T, n] and returns (y as [n], means)."""
+    means = tf.convert_to_tensor(means)
+    if not means.dtype.is_floating:
+        means = tf.cast(means, "float32")
+    if means.shape.rank != 2:
+        raise ValueError(
+            f"`{what}` must have shape [T, n] (T Monte Carlo samples of n "
+            f"predictions), got shape {tuple(means.shape)}."
+        )
+    y = tf.reshape(tf.cast(y, means.dtype), [-1])
+    if y.shape[0] is not None and means.shape[1] is not None and y.shape[0] != means.shape[1]:
+        raise ValueError(
+            f"`y` has {y.shape[0]} targets but `{what}` has {means.shape[1]} "
+            "predictions per sample."
+        )
+    return y, means
+
+
+def _check_scale(y_scale):
+    # Accepts a Standardizer's std for a 1-D target: a 0-d or one-element array.
+    y_scale = np.asarray(y_scale, dtype=np.float64)
+    if y_scale.size != 1:
+        raise ValueError(f"`y_scale` must be a single number, got shape {y_scale.shape}.")
+    y_scale = float(y_scale.reshape(()))
+    if not math.isfinite(y_scale) or y_scale <= 0:
+        raise ValueError(f"`y_scale` must be a finite number > 0, got {y_scale!r}.")
+    return y_scale
+
+
+def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
+    """Per-point log-likelihood of the Monte Carlo predictive mixture.
+
+    With T posterior samples, each giving N(mean_t, exp(s_t)) for a point,
+    the predictive density is the equal mixture of the T Gaussians:
+
+        log p(y) = logsumexp_t log N(y | mean_t, exp(s_t)) - log T
+
+    (Gal and Ghahramani 2016, eq. 8; Hernandez-Lobato and Adams 2015). The
+    log-mean-exp runs through `tf.reduce_logsumexp`, so samples whose
+    densities underflow float32 one by one still give a finite mixture.
+
+    If the network was trained on targets standardised as (y - mu) / y_scale,
+    pass that y_scale: the density of the original target is the density of
+    the standardised one divided by y_scale, i.e. log-likelihood minus
+    log(y_scale). `y`, `means` and `log_vars` stay on the standardised scale.
+
+    Args:
+        y: targets, shape [n] (or [n, 1]).
+        means: predicted means, shape [T, n].
+        log_vars: predicted log variances, shape [T, n].
+        y_scale: std the targets were divided by, > 0.
+
+    Returns:
+        Tensor of shape [n]: log p(y_i) per point (average it for the score).
+
+    Example:
+    >>> outputs = np.stack([model(x_test, training=False) for _ in range(100)])
+    >>> ll = gaussian_log_likelihood_mc(y_test, outputs[..., 0], outputs[..., 1])
+    >>> float(tf.reduce_mean(ll))
+    """
+    y, means = _samples_and_targets(y, means, "means")
+    log_vars = tf.cast(log_vars, means.dtype)
+    if log_vars.shape.rank != 2 or not log_vars.shape.is_compatible_with(means.shape):
+        raise ValueError(
+            f"`log_vars` must have the shape of `means` {tuple(means.shape)}, got "
+            f"{tuple(log_vars.shape)}."
+        )
+    y_scale = _check_scale(y_scale)
+    log_density = -gaussian_nll(y[tf.newaxis, :], tf.stack([means, log_vars], axis=-1))
+    num_samples = tf.cast(tf.shape(means)[0], means.dtype)
+    log_mean = tf.reduce_logsumexp(log_density, axis=0) - tf.math.log(num_samples)
+    return log_mean - tf.constant(math.log(y_scale), means.dtype)
+
+
+def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
+    """Root mean squared error of the Monte Carlo predictive mean.
+
+    The predictive mean is the average over the T samples; its error is the
+    quantity the UCI tables report as RMSE. With standardised targets the
+    error in original units is the standardised one times y_scale.
+
+    Args:
+        y: targets, shape [n] (or [n, 1]).
+        means: predicted means, shape [T, n].
+        y_scale: std the targets were divided by, > 0.
+
+    Returns:
+        Scalar tensor.
+
+    Example:
+    >>> predictive_rmse(y_test, outputs[..., 0], y_scale=scaler.std)
+    """
+    y, means = _samples_and_targets(y, means, "means")
+    y_scale = _check_scale(y_scale)
+    error = tf.reduce_mean(means, axis=0) - y
+    return tf.sqrt(tf.reduce_mean(tf.square(error))) * tf.constant(y_scale, means.dtype)
