@@ -67,7 +67,7 @@ class DenseLocalReparameterization(BayesianDenseBase):
         variance = ops.matmul(ops.square(inputs), tf.cast(ops.square(scale), dtype))
         stddev = ops.sqrt(ops.maximum(variance, tf.cast(_variance_floor(dtype), dtype)))
         eps = noise.normal(tf.shape(mean), dtype, self.seed_generator)
-        outputs = mean + stddev * (eps * noise_scale)
+        outputs = mean + stddev * self._scaled(eps, noise_scale)
         bias, bias_draw = self._bias_value(noise_scale)
         self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)
