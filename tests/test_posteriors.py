@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from tfp_bnn import noise
 from tfp_bnn import posteriors
 from tfp_bnn.layers import DenseReparameterization
 
@@ -42,7 +43,7 @@ def test_sample_has_posterior_moments():
     gen = keras.random.SeedGenerator(7)
     draws = np.stack([
         keras.ops.convert_to_numpy(
-            post.sample(prepared, gen, "float32", keras.ops.ones(()))
+            post.sample(prepared, noise.next_seed(gen), "float32", keras.ops.ones(()))
         )
         for _ in range(400)
     ])
@@ -55,7 +56,7 @@ def test_sample_has_posterior_moments():
 def test_zero_noise_scale_returns_the_mean():
     layer = _built_layer(kl_weight=1.0)
     w = layer.posterior.sample(layer.posterior.prepare(layer.kernel_params),
-                               keras.random.SeedGenerator(0), "float32",
+                               keras.ops.convert_to_tensor([0, 1], "int32"), "float32",
                                keras.ops.zeros(()))
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), layer.kernel_params[0].numpy())
 

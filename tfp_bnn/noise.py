@@ -20,14 +20,23 @@ def next_seed(seed_generator):
     return tf.cast(tf.math.floormod(seed, 2**31 - 1), tf.int32)
 
 
-def normal(shape, dtype, seed_generator):
-    """Standard normal draws of `shape` in `dtype`."""
-    return tf.random.stateless_normal(
-        shape, seed=next_seed(seed_generator), dtype=dtype, alg=_ALGORITHM
-    )
+def call_seeds(seed_generator, count):
+    """`count` independent seed pairs from one advance of `seed_generator`.
+
+    A layer advances its generator once per call and splits the result for
+    its draws: every advance is a read-modify-write of a variable that
+    orders the graph, and three of them cost a Flipout layer more than its
+    random numbers did (~0.5 ms per call on 2 CPU cores).
+    """
+    return tf.unstack(tf.random.experimental.stateless_split(next_seed(seed_generator), count))
 
 
-def signs(shape, dtype, seed_generator):
+def normal(shape, dtype, seed):
+    """Standard normal draws of `shape` in `dtype` from an int32 seed pair."""
+    return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg=_ALGORITHM)
+
+
+def signs(shape, dtype, seed):
     """Random signs +-1 of `shape` (Flipout's sign vectors)."""
-    u = tf.random.stateless_uniform(shape, seed=next_seed(seed_generator), alg=_ALGORITHM)
+    u = tf.random.stateless_uniform(shape, seed=seed, alg=_ALGORITHM)
     return tf.cast(tf.where(u < 0.5, -1.0, 1.0), dtype)

@@ -93,7 +93,7 @@ class Posterior(ConfigObject):
     def mean(self, prepared):
         raise NotImplementedError
 
-    def sample(self, prepared, seed_generator, dtype, noise_scale):
+    def sample(self, prepared, seed, dtype, noise_scale):
         """A reparameterised sample mean + noise_scale * (sample - mean)."""
         raise NotImplementedError
 
@@ -103,12 +103,12 @@ class Posterior(ConfigObject):
             f"{type(self).__name__} has no closed-form KL to {type(prior).__name__}."
         )
 
-    def draw(self, params, seed_generator, dtype, prior=None, with_noise=True):
+    def draw(self, params, seed, dtype, prior=None, with_noise=True):
         """Everything a layer needs from the posterior for one call.
 
         Args:
             params: the variables `build` returned.
-            seed_generator: the layer's `keras.random.SeedGenerator`.
+            seed: an int32 seed pair (shape [2]) for the noise.
             dtype: the layer's compute dtype, for the perturbation.
             prior: a prior to take the closed-form KL to, or None.
             with_noise: False skips the perturbation (it is then None).
@@ -122,7 +122,7 @@ class Posterior(ConfigObject):
         perturbation = None
         if with_noise:
             one = tf.constant(1.0, dtype)
-            sample = self.sample(prepared, seed_generator, dtype, one)
+            sample = self.sample(prepared, seed, dtype, one)
             perturbation = sample - tf.cast(self.mean(prepared), dtype)
         kl = None if prior is None else self.kl(prepared, prior)
         return PosteriorDraw(prepared, perturbation, kl)
@@ -198,17 +198,18 @@ class MeanFieldNormal(Posterior):
     def mean(self, prepared):
         return prepared[0]
 
-    def sample(self, prepared, seed_generator, dtype, noise_scale):
+    def sample(self, prepared, seed, dtype, noise_scale):
         loc, scale = prepared
-        eps = noise.normal(tuple(loc.shape), dtype, seed_generator)
+        eps = noise.normal(tuple(loc.shape), dtype, seed)
         return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
 
     def kl(self, prepared, prior):
         return prior.kl_from_normal(*prepared)
 
-    def draw(self, params, seed_generator, dtype, prior=None, with_noise=True):
+    def draw(self, params, seed, dtype, prior=None, with_noise=True):
         loc = tf.convert_to_tensor(params[0])
-        seed = noise.next_seed(seed_generator) if with_noise else tf.zeros([2], tf.int32)
+        if seed is None:  # only valid without noise
+            seed = tf.zeros([2], tf.int32)
         scale, perturbation, kl = _mean_field_draw(
             loc, tf.convert_to_tensor(params[1]), seed, tf.as_dtype(dtype).name, prior,
             with_noise,

@@ -237,9 +237,11 @@ class BayesianLayer(keras.layers.Layer):
         Exact when the estimator is analytic; otherwise a one-sample Monte
         Carlo estimate.
         """
-        kl = self._kl_of(self._draw(self.kernel_params, with_noise=False))
+        # The closed form needs no noise: leave the seed generator untouched.
+        seeds = (None, None) if self._use_analytic_kl() else self._call_seeds()
+        kl = self._kl_of(self._draw(self.kernel_params, seeds[0], with_noise=False))
         if self.bias_params is not None:
-            kl = kl + self._kl_of(self._draw(self.bias_params, with_noise=False))
+            kl = kl + self._kl_of(self._draw(self.bias_params, seeds[1], with_noise=False))
         return kl
 
     # -- call helpers ---------------------------------------------------------
@@ -260,23 +262,26 @@ class BayesianLayer(keras.layers.Layer):
     def _scaled(noise, noise_scale):
         return noise if noise_scale is None else noise * noise_scale
 
-    def _bias_value(self, noise_scale):
+    def _bias_value(self, noise_scale, seed):
         """The bias in compute dtype and its posterior draw (or None)."""
         if not self.use_bias:
             return None, None
         if self.bias_params is None:
             return tf.cast(self.bias, self.compute_dtype), None
-        draw = self._draw(self.bias_params)
+        draw = self._draw(self.bias_params, seed)
         mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
         return mean + self._scaled(draw.perturbation, noise_scale), draw
 
-    def _draw(self, params, with_noise=True):
+    def _draw(self, params, seed, with_noise=True):
         """The posterior's draw for this call, with the closed-form KL if used."""
         prior = self.prior if self._use_analytic_kl() else None
         return self.posterior.draw(
-            params, self.seed_generator, self.compute_dtype, prior,
-            with_noise=with_noise or prior is None,
+            params, seed, self.compute_dtype, prior, with_noise=with_noise or prior is None
         )
+
+    def _call_seeds(self):
+        """Seeds for this call's draws: kernel, bias, and two for the layer's own use."""
+        return noise.call_seeds(self.seed_generator, 4)
 
     def _use_analytic_kl(self):
         if self.kl_estimator == "analytic":
@@ -346,10 +351,11 @@ class BayesianLayer(keras.layers.Layer):
         """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2)."""
         inputs = ops.cast(inputs, self.compute_dtype)
         noise_scale = self._noise_scale(training)
-        draw = self._draw(self.kernel_params)
+        seeds = self._call_seeds()
+        draw = self._draw(self.kernel_params, seeds[0])
         mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
         kernel = mean + self._scaled(draw.perturbation, noise_scale)
-        bias, bias_draw = self._bias_value(noise_scale)
+        bias, bias_draw = self._bias_value(noise_scale, seeds[1])
         self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(self._apply_kernel(inputs, kernel), bias)
 
@@ -358,15 +364,16 @@ class BayesianLayer(keras.layers.Layer):
         inputs = ops.cast(inputs, self.compute_dtype)
         dtype = self.compute_dtype
         noise_scale = self._noise_scale(training)
-        draw = self._draw(self.kernel_params)
+        seeds = self._call_seeds()
+        draw = self._draw(self.kernel_params, seeds[0])
         loc, _ = self.posterior.loc_scale(draw.prepared)
         outputs = self._apply_kernel(inputs, tf.cast(loc, dtype))
         in_shape, out_shape = self._flipout_sign_shapes(inputs, outputs)
-        sign_in = noise.signs(in_shape, dtype, self.seed_generator)
-        sign_out = noise.signs(out_shape, dtype, self.seed_generator)
+        sign_in = noise.signs(in_shape, dtype, seeds[2])
+        sign_out = noise.signs(out_shape, dtype, seeds[3])
         perturbation = self._apply_kernel(inputs * sign_in, draw.perturbation) * sign_out
         outputs = outputs + self._scaled(perturbation, noise_scale)
-        bias, bias_draw = self._bias_value(noise_scale)
+        bias, bias_draw = self._bias_value(noise_scale, seeds[1])
         self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)
 
