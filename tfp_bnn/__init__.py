@@ -10,8 +10,10 @@ for N training examples.
 __version__ = "0.1.0"
 
 from tfp_bnn import callbacks
+from tfp_bnn import data
 from tfp_bnn import export
 from tfp_bnn import layers
+from tfp_bnn import losses
 from tfp_bnn import posteriors
 from tfp_bnn import priors
 from tfp_bnn.modes import bayesian_layers
@@ -22,9 +24,11 @@ from tfp_bnn.modes import set_mean_mode
 __all__ = [
     "bayesian_layers",
     "callbacks",
+    "data",
     "export",
     "is_mean_mode",
     "layers",
+    "losses",
     "mean_mode",
     "posteriors",
     "priors",
