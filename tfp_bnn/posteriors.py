@@ -11,7 +11,6 @@ import collections
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -41,31 +40,22 @@ def seeded_initializer(identifier, seed):
 
 PosteriorDraw = collections.namedtuple("PosteriorDraw", ["prepared", "perturbation", "kl"])
 
-# Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
-_U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
+def _draw_terms(loc, rho, seed, dtype, prior, with_noise):
+    """Mean-field terms of one call: scale, scale * eps and the closed-form KL.
 
-
-@tf.function(jit_compile=True, autograph=False)
-def _mean_field_draw(loc, rho, seed, dtype, prior, with_noise):
-    """softplus, the scaled noise and the closed-form KL as one XLA cluster.
-
-    Fusing these element-wise passes over every weight (and the backward
-    pass XLA derives for them) is what makes the layers fast without
-    `jit_compile=True` on the model: see benchmarks/train_step.py. Noise
-    comes from ThreeFry uniforms through the inverse normal CDF,
-    eps = sqrt(2) erfinv(u), u ~ U(-1, 1): cheaper under XLA on CPU than
-    Box-Muller, exact up to float32 resolution (|eps| <= 5.4).
+    softplus is computed once and shared by the noise and the KL.
     """
     scale = tf.nn.softplus(rho)
     perturbation = None
     if with_noise:
-        u = tf.random.stateless_uniform(
-            tf.shape(loc), seed=seed, minval=-1.0, maxval=1.0, alg="threefry"
-        )
-        eps = math.sqrt(2.0) * tf.math.erfinv(tf.clip_by_value(u, -_U_MAX, _U_MAX))
-        perturbation = tf.cast(scale * eps, dtype)
+        perturbation = tf.cast(scale, dtype) * noise.normal(tf.shape(loc), dtype, seed)
     kl = None if prior is None else prior.kl_from_normal(loc, scale)
     return scale, perturbation, kl
+
+
+# The same terms as one XLA cluster (forward and the backward XLA derives),
+# for graphs that are not XLA-compiled as a whole.
+_fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -207,13 +197,14 @@ class MeanFieldNormal(Posterior):
         return prior.kl_from_normal(*prepared)
 
     def draw(self, params, seed, dtype, prior=None, with_noise=True):
-        loc = tf.convert_to_tensor(params[0])
+        loc, rho = (tf.convert_to_tensor(p) for p in params)
         if seed is None:  # only valid without noise
             seed = tf.zeros([2], tf.int32)
-        scale, perturbation, kl = _mean_field_draw(
-            loc, tf.convert_to_tensor(params[1]), seed, tf.as_dtype(dtype).name, prior,
-            with_noise,
-        )
+        # Inside an XLA computation the plain ops fuse with the rest of the
+        # model; outside it, compiling them as one cluster is faster than
+        # TensorFlow's op-by-op kernels (benchmarks/train_step.py).
+        fn = _draw_terms if noise.in_xla_context() else _fused_draw_terms
+        scale, perturbation, kl = fn(loc, rho, seed, tf.as_dtype(dtype).name, prior, with_noise)
         return PosteriorDraw((loc, scale), perturbation, kl)
 
     def get_config(self):
