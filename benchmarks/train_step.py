@@ -1,0 +1,237 @@
+"""Time one training step of a 784-400-400-10 MLP for each dense layer.
+
+    python benchmarks/train_step.py            # ~2-4 minutes on 2 CPU cores
+    python benchmarks/train_step.py --quick    # 2 steps per variant, a smoke run
+
+Variants: `keras.layers.Dense`; tfp_bnn's `DenseFlipout`,
+`DenseReparameterization` and `DenseLocalReparameterization` (Keras 3); and
+`tfp.layers.DenseFlipout` in a `tf_keras.Sequential` with the usual TFP
+pattern (KL scaled by 1/N in a named `kernel_divergence_fn`). All of them:
+relu hidden layers, logits out, sparse categorical cross-entropy, Adam,
+batch 128, KL weight 1/N with N = 60000 (MNIST-sized), synthetic MNIST-shaped
+data.
+
+What is timed is each framework's own `fit` path: the compiled train function,
+fed from the same in-memory `tf.data` pipeline. Every model is warmed up
+first (tracing, XLA compilation), then all variants run `--steps` steps per
+`fit` call in `--repeats` interleaved rounds (order rotated each round), and
+the median step time is reported (see `_timing.py`). Two tables: each
+framework's default on CPU (Keras 3 "auto" resolves to no XLA on a CPU-only
+machine; tf_keras defaults to no XLA), and `jit_compile=True` for every
+model, so each ratio compares like with like.
+
+Targets: tfp_bnn DenseFlipout / keras Dense <= 2.2, and
+tfp.layers.DenseFlipout / tfp_bnn DenseFlipout >= 1.5.
+"""
+
+import argparse
+import functools
+import os
+import pathlib
+import sys
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import _timing  # noqa: E402
+import tfp_bnn  # noqa: E402
+
+INPUT_DIM = 784
+HIDDEN = (400, 400)
+CLASSES = 10
+
+OURS = {
+    "DenseFlipout": tfp_bnn.layers.DenseFlipout,
+    "DenseReparameterization": tfp_bnn.layers.DenseReparameterization,
+    "DenseLocalReparameterization": tfp_bnn.layers.DenseLocalReparameterization,
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per fit call")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="steps of the warm-up fit")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--num-examples", type=int, default=60000,
+                        help="N of the KL weight 1/N")
+    parser.add_argument("--rows", type=int, default=4096,
+                        help="synthetic rows held in memory (repeated)")
+    parser.add_argument("--no-jit", action="store_true", help="skip the jit_compile=True table")
+    parser.add_argument("--no-tfp-jit", action="store_true",
+                        help="skip tfp.layers.DenseFlipout with jit_compile=True")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TF intra-op threads (0: TF default)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2 steps per variant, 1 round")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.repeats, args.warmup_steps = 2, 1, 1
+    for name in ("steps", "repeats", "warmup_steps", "batch_size", "num_examples", "rows"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.steps < 2:
+        parser.error("--steps must be >= 2 (the first step of each fit call is not timed)")
+    return args
+
+
+def synthetic_dataset(rows, batch_size, seed):
+    """MNIST-shaped random data: pixels in [0, 1), 10 classes, repeated forever."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((rows, INPUT_DIM), dtype=np.float32)
+    y = rng.integers(0, CLASSES, size=(rows,)).astype("int32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+    return dataset.batch(batch_size, drop_remainder=True).prefetch(2)
+
+
+def keras_variant(name, layer_fn, dataset, jit_compile):
+    """A Keras 3 MLP whose three layers come from `layer_fn(units, activation)`."""
+    model = keras.Sequential(
+        [keras.Input((INPUT_DIM,))]
+        + [layer_fn(units, activation="relu") for units in HIDDEN]
+        + [layer_fn(CLASSES, activation=None)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    if bool(model.jit_compile) != bool(jit_compile):
+        name += " (XLA refused)"
+
+    def fit_steps(steps):
+        timer = _timing.step_timer(keras.callbacks.Callback)
+        model.fit(dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
+                  callbacks=[timer])
+        return timer.times
+
+    return _timing.Variant(name, fit_steps)
+
+
+def tfp_variant(name, dataset, num_examples, jit_compile):
+    """`tfp.layers.DenseFlipout` in tf_keras, KL / N through a named divergence fn."""
+    import tensorflow_probability as tfp
+    import tf_keras
+
+    tfd = tfp.distributions
+
+    def scaled_kl(q, p, _):
+        return tfd.kl_divergence(q, p) / num_examples
+
+    model = tf_keras.Sequential(
+        [tf_keras.Input((INPUT_DIM,))]
+        + [tfp.layers.DenseFlipout(units, activation="relu", kernel_divergence_fn=scaled_kl)
+           for units in HIDDEN]
+        + [tfp.layers.DenseFlipout(CLASSES, kernel_divergence_fn=scaled_kl)]
+    )
+    model.compile(
+        optimizer=tf_keras.optimizers.Adam(1e-3),
+        loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+
+    def fit_steps(steps):
+        timer = _timing.step_timer(tf_keras.callbacks.Callback)
+        model.fit(dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
+                  callbacks=[timer])
+        return timer.times
+
+    return _timing.Variant(name, fit_steps)
+
+
+def build_table(tag, dataset, args, jit_compile, tfp_jit):
+    """The five variants of one table, keyed by short names."""
+    seeds = iter(range(args.seed * 100 + 1, args.seed * 100 + 100, 3))
+
+    def ours(layer_cls):
+        def layer_fn(units, activation):
+            return layer_cls(units, activation=activation,
+                             kl_weight=1.0 / args.num_examples, seed=next(seeds))
+        return layer_fn
+
+    variants = {"dense": keras_variant(f"keras.layers.Dense [{tag}]",
+                                       functools.partial(keras.layers.Dense), dataset,
+                                       jit_compile)}
+    for short, layer_cls in OURS.items():
+        variants[short] = keras_variant(f"tfp_bnn {short} [{tag}]", ours(layer_cls),
+                                        dataset, jit_compile)
+    if tfp_jit is not None:
+        tfp_tag = "XLA" if tfp_jit else "jit off"
+        variants["tfp"] = tfp_variant(f"tfp.layers.DenseFlipout, tf_keras [{tfp_tag}]",
+                                      dataset, args.num_examples, tfp_jit)
+    return variants
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    keras.utils.set_random_seed(args.seed)
+    # Every variant has its own train function, which TF reports as retracing.
+    tf.get_logger().setLevel("ERROR")
+    # TFP's own layers trip tf_keras deprecation notices that say nothing about speed.
+    warnings.filterwarnings("ignore", message=".*add_variable. is deprecated")
+    warnings.filterwarnings("ignore", message="The initializer RandomNormal is unseeded")
+
+    print("== train step benchmark: 784-400-400-10 MLP, Adam, batch "
+          f"{args.batch_size}, KL weight 1/{args.num_examples} ==")
+    for line in _timing.machine_info():
+        print(line)
+    print(f"timing: {args.warmup_steps} warm-up steps, then {args.repeats} interleaved "
+          f"rounds x {args.steps} steps per variant (first step of each fit call not timed)")
+    sys.stdout.flush()
+
+    dataset = synthetic_dataset(args.rows, args.batch_size, args.seed)
+    tables = [("jit off", build_table("jit off", dataset, args, False, False))]
+    if not args.no_jit:
+        tables.append(("XLA", build_table("XLA", dataset, args, True,
+                                          None if args.no_tfp_jit else True)))
+    variants = [v for _, table in tables for v in table.values()]
+
+    for variant in variants:
+        print(f"  warming up {variant.name} ...", flush=True)
+        variant.warm_up(args.warmup_steps)
+    _timing.run_round_robin(variants, args.repeats, args.steps,
+                            log=lambda msg: print(msg, flush=True))
+
+    print()
+    default = tables[0][1]
+    print(_timing.format_table(
+        "Table 1: each framework's CPU default (no XLA); median per-step time",
+        list(default.values()), baseline=default["dense"]))
+    if len(tables) > 1:
+        xla = tables[1][1]
+        print()
+        print(_timing.format_table(
+            "Table 2: jit_compile=True (XLA); median per-step time",
+            list(xla.values()), baseline=xla["dense"]))
+    print()
+    print(_timing.ratio_line("ratio ours Flipout / keras Dense [jit off]",
+                             default["DenseFlipout"], default["dense"], ("<=", 2.2)))
+    print(_timing.ratio_line("ratio TFP Flipout / ours Flipout [jit off]",
+                             default["tfp"], default["DenseFlipout"], (">=", 1.5)))
+    if len(tables) > 1:
+        print(_timing.ratio_line("ratio ours Flipout / keras Dense [XLA]",
+                                 xla["DenseFlipout"], xla["dense"], ("<=", 2.2)))
+        if "tfp" in xla:
+            print(_timing.ratio_line("ratio TFP Flipout / ours Flipout [XLA]",
+                                     xla["tfp"], xla["DenseFlipout"], (">=", 1.5)))
+        print(_timing.ratio_line(
+            "ratio TFP Flipout [jit off, its default] / ours Flipout [XLA]",
+            default["tfp"], xla["DenseFlipout"]))
+    print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
+          "the same table)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
