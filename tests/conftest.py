@@ -16,3 +16,15 @@ try:
     )
 except RuntimeError:  # devices already initialised by an earlier import
     pass
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fixed_global_seeds():
+    """Every test starts from the same Python, NumPy and TensorFlow seeds.
+
+    A per-test reset keeps results independent of test order.
+    """
+    keras.utils.set_random_seed(20261120)

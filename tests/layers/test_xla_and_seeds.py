@@ -1,5 +1,10 @@
 """XLA compilation for every layer, and seeded reproducibility of a training run."""
 
+import json
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -50,6 +55,7 @@ def test_fit_and_predict_with_jit_compile(cls):
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=True)
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[KLScheduler(64)])
+    assert model.jit_compile is True  # Keras falls back silently when a layer cannot compile
     assert np.all(np.isfinite(history.history["loss"]))
     assert history.history["kl"][0] > 0
     set_mean_mode(model)
@@ -57,24 +63,23 @@ def test_fit_and_predict_with_jit_compile(cls):
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("cls", DENSE + CONV, ids=lambda c: c.__name__)
-def test_same_seed_gives_an_identical_training_run(cls):
-    shape = (6,) if cls in DENSE else (8, 8, 2)
-    x, y = _data(shape)
-    runs = []
-    for _ in range(2):
-        model = (_dense_model if cls in DENSE else _conv_model)(cls, 7)
-        model.compile(keras.optimizers.Adam(1e-2),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False,
-                            callbacks=[KLScheduler(64)])
-        runs.append((history.history, [w.numpy() for w in model.weights],
-                     model.predict(x, verbose=0)))
-    (h1, w1, p1), (h2, w2, p2) = runs
-    assert h1 == h2
-    for a, b in zip(w1, w2):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(p1, p2)
+@pytest.mark.slow
+def test_same_seed_gives_an_identical_training_run():
+    """Two training runs from the same seeds are bit-identical, for every layer.
+
+    Runs in a fresh process with TensorFlow's op determinism on: without it,
+    multi-threaded CPU kernels may add floats in a different order from run
+    to run (a 1-ulp weight difference after 12 steps was seen here). The
+    switch is global and turns XLA off in Keras, so it stays out of this
+    test process.
+    """
+    script = pathlib.Path(__file__).with_name("seeded_run.py")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=600, cwd=script.parents[2])
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(report) == sorted(c.__name__ for c in DENSE + CONV)
+    assert report == {name: "identical" for name in report}
 
 
 def test_different_seeds_give_different_runs():
