@@ -24,7 +24,8 @@ DENSE = [DenseReparameterization, DenseFlipout, DenseLocalReparameterization]
 CONV = [Conv2DReparameterization, Conv2DFlipout]
 
 
-def _model(cls, seed):
+def build_model(cls, seed):
+    """A small model around `cls`: two dense layers, or a conv layer and a head."""
     if cls in DENSE:
         return keras.Sequential([
             keras.Input((6,)),
@@ -39,13 +40,18 @@ def _model(cls, seed):
     ])
 
 
-def _run(cls):
+def make_data(cls):
+    """64 inputs shaped for `cls` and binary labels, from a fixed seed."""
     rng = np.random.default_rng(0)
     shape = (6,) if cls in DENSE else (8, 8, 2)
     x = rng.normal(size=(64,) + shape).astype("float32")
-    y = rng.integers(0, 2, size=64)
+    return x, rng.integers(0, 2, size=64)
+
+
+def _run(cls):
+    x, y = make_data(cls)
     keras.utils.set_random_seed(0)  # fit's shuffling
-    model = _model(cls, 7)
+    model = build_model(cls, 7)
     model.compile(keras.optimizers.Adam(1e-2),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[KLScheduler(64)])

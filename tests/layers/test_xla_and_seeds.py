@@ -11,46 +11,18 @@ import pytest
 
 from tfp_bnn import set_mean_mode
 from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.layers import Conv2DFlipout
-from tfp_bnn.layers import Conv2DReparameterization
+from tests.layers.seeded_run import CONV
+from tests.layers.seeded_run import DENSE
+from tests.layers.seeded_run import build_model
+from tests.layers.seeded_run import make_data
 from tfp_bnn.layers import DenseFlipout
-from tfp_bnn.layers import DenseLocalReparameterization
-from tfp_bnn.layers import DenseReparameterization
-
-DENSE = [DenseReparameterization, DenseFlipout, DenseLocalReparameterization]
-CONV = [Conv2DReparameterization, Conv2DFlipout]
-
-
-def _dense_model(cls, seed):
-    return keras.Sequential([
-        keras.Input((6,)),
-        cls(16, activation="relu", seed=seed, prior="scale_mixture"),
-        cls(2, seed=seed + 1, bayesian_bias=True),
-    ])
-
-
-def _conv_model(cls, seed):
-    return keras.Sequential([
-        keras.Input((8, 8, 2)),
-        cls(4, 3, activation="relu", seed=seed),
-        keras.layers.GlobalAveragePooling2D(),
-        keras.layers.Dense(2, kernel_initializer=keras.initializers.GlorotUniform(seed)),
-    ])
-
-
-def _data(shape):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(64,) + shape).astype("float32")
-    return x, rng.integers(0, 2, size=64)
-
 
 @pytest.mark.parametrize(
     "cls", DENSE + CONV, ids=lambda c: c.__name__
 )
 def test_fit_and_predict_with_jit_compile(cls):
-    shape = (6,) if cls in DENSE else (8, 8, 2)
-    x, y = _data(shape)
-    model = (_dense_model if cls in DENSE else _conv_model)(cls, 0)
+    x, y = make_data(cls)
+    model = build_model(cls, 0)
     model.compile(keras.optimizers.Adam(1e-2),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=True)
@@ -83,9 +55,9 @@ def test_same_seed_gives_an_identical_training_run():
 
 
 def test_different_seeds_give_different_runs():
-    x, y = _data((6,))
+    x, _ = make_data(DenseFlipout)
     outs = []
     for seed in (1, 2):
-        model = _dense_model(DenseFlipout, seed)
+        model = build_model(DenseFlipout, seed)
         outs.append(model.predict(x, verbose=0))
     assert not np.allclose(outs[0], outs[1])

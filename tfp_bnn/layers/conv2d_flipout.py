@@ -9,7 +9,7 @@ from tfp_bnn.layers.conv_base import BayesianConv2DBase
 class Conv2DFlipout(BayesianConv2DBase):
     """2-D convolution with Flipout weight noise (Wen et al., 2018).
 
-    Keras 3 counterpart of `tfp.layers.Convolution2DFlipout`:
+    Keras 3 counterpart of TFP's `Convolution2DFlipout` (tf_keras only):
 
         y_n = conv(x_n, loc) + conv(x_n * s_n, delta) * r_n
 

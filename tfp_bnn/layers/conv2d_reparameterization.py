@@ -9,7 +9,7 @@ from tfp_bnn.layers.conv_base import BayesianConv2DBase
 class Conv2DReparameterization(BayesianConv2DBase):
     """2-D convolution whose kernel is a random variable.
 
-    Keras 3 counterpart of `tfp.layers.Convolution2DReparameterization`. Each
+    Keras 3 counterpart of TFP's `Convolution2DReparameterization` (tf_keras only). Each
     call draws one kernel w = loc + softplus(rho) * eps that the whole batch
     shares, convolves, and adds kl_weight * KL(q(w) || p(w)) to the losses.
 

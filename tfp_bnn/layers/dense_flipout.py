@@ -9,7 +9,7 @@ from tfp_bnn.layers.dense_base import BayesianDenseBase
 class DenseFlipout(BayesianDenseBase):
     """Densely connected layer with Flipout weight noise (Wen et al., 2018).
 
-    Keras 3 counterpart of `tfp.layers.DenseFlipout`. With the posterior
+    Keras 3 counterpart of TFP's `DenseFlipout` (tf_keras only). With the posterior
     w = loc + delta, delta = softplus(rho) * eps, one eps is drawn per call and
     each example n gets the perturbation delta * (s_n r_n^T) through random
     sign vectors s_n (inputs) and r_n (outputs):

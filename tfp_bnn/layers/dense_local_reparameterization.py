@@ -24,7 +24,7 @@ def _variance_floor(dtype):
 class DenseLocalReparameterization(BayesianDenseBase):
     """Densely connected layer with local reparameterization (Kingma et al., 2015).
 
-    Keras 3 counterpart of `tfp.layers.DenseLocalReparameterization`. With a
+    Keras 3 counterpart of TFP's `DenseLocalReparameterization` (tf_keras only). With a
     factorised Gaussian kernel, the pre-activation of each example is
     Gaussian: mean x @ loc and variance x^2 @ scale^2. The layer samples that
     directly, one independent draw per example and unit:

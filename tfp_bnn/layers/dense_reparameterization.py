@@ -9,7 +9,7 @@ from tfp_bnn.layers.dense_base import BayesianDenseBase
 class DenseReparameterization(BayesianDenseBase):
     """Densely connected layer whose kernel is a random variable.
 
-    Keras 3 counterpart of `tfp.layers.DenseReparameterization`. Each call
+    Keras 3 counterpart of TFP's `DenseReparameterization` (tf_keras only). Each call
     draws one kernel w = loc + softplus(rho) * eps (seed 002, sec. 3.2) that
     the whole batch shares, computes `activation(inputs @ w + bias)`, and adds
     kl_weight * KL(q(w) || p(w)) to the layer's losses.
