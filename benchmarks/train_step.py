@@ -93,6 +93,21 @@ def synthetic_dataset(rows, batch_size, seed):
     return dataset.batch(batch_size, drop_remainder=True).prefetch(2)
 
 
+def _timed_variant(name, model, dataset, callback_base):
+    """A `Variant` whose steps run through `model.fit` with a per-step timer.
+
+    `callback_base` is the framework's own Callback class (Keras 3 or tf_keras).
+    """
+
+    def fit_steps(steps):
+        timer = _timing.step_timer(callback_base)
+        model.fit(dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
+                  callbacks=[timer])
+        return timer.times
+
+    return _timing.Variant(name, fit_steps)
+
+
 def keras_variant(name, layer_fn, dataset, jit_compile):
     """A Keras 3 MLP whose three layers come from `layer_fn(units, activation)`."""
     model = keras.Sequential(
@@ -108,13 +123,7 @@ def keras_variant(name, layer_fn, dataset, jit_compile):
     if bool(model.jit_compile) != bool(jit_compile):
         name += " (XLA refused)"
 
-    def fit_steps(steps):
-        timer = _timing.step_timer(keras.callbacks.Callback)
-        model.fit(dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
-                  callbacks=[timer])
-        return timer.times
-
-    return _timing.Variant(name, fit_steps)
+    return _timed_variant(name, model, dataset, keras.callbacks.Callback)
 
 
 def tfp_variant(name, dataset, num_examples, jit_compile):
@@ -139,13 +148,7 @@ def tfp_variant(name, dataset, num_examples, jit_compile):
         jit_compile=jit_compile,
     )
 
-    def fit_steps(steps):
-        timer = _timing.step_timer(tf_keras.callbacks.Callback)
-        model.fit(dataset, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
-                  callbacks=[timer])
-        return timer.times
-
-    return _timing.Variant(name, fit_steps)
+    return _timed_variant(name, model, dataset, tf_keras.callbacks.Callback)
 
 
 def build_table(tag, dataset, args, jit_compile, tfp_jit):
