@@ -63,6 +63,21 @@ def no_kl_trace():
     return _trace_flag("skip_kl")
 
 
+def _float32_variables():
+    """Reads variables at their own dtype inside this block.
+
+    Keras 3 enters an autocast scope for every layer whose compute and
+    variable dtypes differ (mixed precision), even with `autocast=False`, so
+    reading a variable inside `call` would give float16 parameters and a
+    float16 KL. The layers cast what enters the forward pass themselves.
+    """
+    try:
+        from keras.src.backend import AutocastScope  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - Keras moved its private scope
+        return contextlib.nullcontext()
+    return AutocastScope(None)
+
+
 def _flag(name):
     return getattr(_TRACE_FLAGS, name, False)
 
@@ -111,8 +126,9 @@ class BayesianLayer(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        # Variables stay float32 inside call under mixed precision: the layer
-        # casts what enters the forward pass, and KL terms stay float32.
+        # Variables stay float32 inside call under mixed precision (see
+        # `_float32_variables`): the layer casts what enters the forward pass,
+        # and KL terms stay float32.
         kwargs["autocast"] = False
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.activation = keras.activations.get(activation)
@@ -347,9 +363,16 @@ class BayesianLayer(keras.layers.Layer):
             outputs = self.activation(outputs)
         return outputs
 
+    def call(self, inputs, training=None):
+        with _float32_variables():
+            return self._variational_call(ops.cast(inputs, self.compute_dtype), training)
+
+    def _variational_call(self, inputs, training):
+        """The layer's computation on inputs already cast to the compute dtype."""
+        raise NotImplementedError
+
     def _reparameterization_call(self, inputs, training):
         """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2)."""
-        inputs = ops.cast(inputs, self.compute_dtype)
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()
         draw = self._draw(self.kernel_params, seeds[0])
@@ -361,7 +384,6 @@ class BayesianLayer(keras.layers.Layer):
 
     def _flipout_call(self, inputs, training):
         """y = x (*) loc + ((x * s) (*) delta) * r, delta = scale * eps (Wen et al. 2018)."""
-        inputs = ops.cast(inputs, self.compute_dtype)
         dtype = self.compute_dtype
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()

@@ -40,5 +40,5 @@ class Conv2DFlipout(BayesianConv2DBase):
         super().__init__(filters, kernel_size, **kwargs)
         self._require_location_scale()
 
-    def call(self, inputs, training=None):
+    def _variational_call(self, inputs, training):
         return self._flipout_call(inputs, training)

@@ -32,5 +32,5 @@ class Conv2DReparameterization(BayesianConv2DBase):
     >>> layer = Conv2DReparameterization(8, 3, padding="same", kl_weight=1e-3, seed=0)
     """
 
-    def call(self, inputs, training=None):
+    def _variational_call(self, inputs, training):
         return self._reparameterization_call(inputs, training)

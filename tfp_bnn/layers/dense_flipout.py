@@ -45,5 +45,5 @@ class DenseFlipout(BayesianDenseBase):
         super().__init__(units, **kwargs)
         self._require_location_scale()
 
-    def call(self, inputs, training=None):
+    def _variational_call(self, inputs, training):
         return self._flipout_call(inputs, training)

@@ -57,8 +57,7 @@ class DenseLocalReparameterization(BayesianDenseBase):
         super().__init__(units, **kwargs)
         self._require_location_scale()
 
-    def call(self, inputs, training=None):
-        inputs = ops.cast(inputs, self.compute_dtype)
+    def _variational_call(self, inputs, training):
         dtype = self.compute_dtype
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()

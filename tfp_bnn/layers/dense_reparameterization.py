@@ -34,5 +34,5 @@ class DenseReparameterization(BayesianDenseBase):
     TensorShape([2, 4])
     """
 
-    def call(self, inputs, training=None):
+    def _variational_call(self, inputs, training):
         return self._reparameterization_call(inputs, training)
