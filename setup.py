@@ -38,9 +38,12 @@ setup(
         "numpy",
     ],
     extras_require={
+        # matplotlib draws the PNG plots of tfp_bnn.plots: an optional
+        # dependency, since training and prediction do not need it.
+        "plots": ["matplotlib"],
         # tf_keras + tfp.layers are the reference the parity tests compare
-        # with; scikit-learn is not needed here yet.
-        "test": ["pytest", "tf-keras"],
+        # with; matplotlib for the plot tests.
+        "test": ["pytest", "tf-keras", "matplotlib"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -14,7 +14,10 @@ from tfp_bnn import data
 from tfp_bnn import export
 from tfp_bnn import layers
 from tfp_bnn import losses
+from tfp_bnn import mc_dropout
+from tfp_bnn import metrics
 from tfp_bnn import posteriors
+from tfp_bnn import predict
 from tfp_bnn import priors
 from tfp_bnn.modes import bayesian_layers
 from tfp_bnn.modes import is_mean_mode
@@ -29,8 +32,11 @@ __all__ = [
     "is_mean_mode",
     "layers",
     "losses",
+    "mc_dropout",
     "mean_mode",
+    "metrics",
     "posteriors",
+    "predict",
     "priors",
     "set_mean_mode",
 ]

@@ -19,10 +19,11 @@ not import tfp_bnn (the graph uses only core TensorFlow ops).
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from tfp_bnn.layers.base import forced_mean_trace
-from tfp_bnn.layers.base import no_kl_trace
+from tfp_bnn.layers.tracing import forced_mean_trace
+from tfp_bnn.layers.tracing import no_kl_trace
 
 
 def _input_signature(model):
@@ -79,4 +80,177 @@ def export_saved_model(model, path, input_signature=None):
     archive.add_endpoint("serve", serve, signature)
     archive.add_endpoint("serve_mean", serve_mean, signature)
     archive.write_out(path, verbose=False)
+    return path
+
+
+TASKS = {"regression": ("mean_log_variance", "mean"),
+         "classification": ("logits", "probabilities", "log_probabilities")}
+
+
+def _check_export_args(model, path, task, output, noise_variance, samples_per_call):
+    if task not in TASKS:
+        raise ValueError(f"`task` must be one of {tuple(TASKS)}, got {task!r}.")
+    output = output or TASKS[task][0]
+    if output not in TASKS[task]:
+        raise ValueError(f"`output` for task={task!r} must be one of {TASKS[task]}, got {output!r}.")
+    if noise_variance is not None:
+        if output != "mean":
+            raise ValueError("`noise_variance` is only for task='regression', output='mean'.")
+        noise_variance = float(noise_variance)
+        if not noise_variance > 0 or noise_variance == float("inf"):
+            raise ValueError(f"`noise_variance` must be finite and > 0, got {noise_variance!r}.")
+    if isinstance(samples_per_call, bool) or not isinstance(samples_per_call, int) or (
+        samples_per_call < 1
+    ):
+        raise ValueError(f"`samples_per_call` must be an int >= 1, got {samples_per_call!r}.")
+    if os.path.exists(os.fspath(path)):
+        raise ValueError(f"Export path {os.fspath(path)!r} already exists; choose a new directory.")
+    if not model.built:
+        raise ValueError("The model is not built; call it on data or build it first.")
+    return output, noise_variance
+
+
+class _RunningMoments:
+    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al. 1979)."""
+
+    @staticmethod
+    def merge(state, values, weights):
+        count, mean, m2 = state
+        w = tf.reshape(weights, [-1] + [1] * (values.shape.rank - 1))
+        n = tf.reduce_sum(weights)
+        chunk_mean = tf.reduce_sum(w * values, 0) / n
+        chunk_m2 = tf.reduce_sum(w * tf.square(values - chunk_mean), 0)
+        total = count + n
+        delta = chunk_mean - mean
+        return (total, mean + delta * (n / total),
+                m2 + chunk_m2 + tf.square(delta) * (count * n / total))
+
+
+def _summaries(task, output, noise_variance, outputs, weights, state):
+    """Folds one chunk of outputs [S, B, ...] (weights [S]: 1 = real sample) into `state`."""
+    outputs = tf.cast(outputs, tf.float32)
+    w = weights[:, tf.newaxis]
+    if task == "regression":
+        if output == "mean_log_variance":
+            means, log_vars = tf.split(outputs, 2, axis=-1)
+            variances = tf.exp(log_vars)
+        else:
+            means = outputs
+            variances = tf.fill(tf.shape(means), noise_variance or 0.0)
+        moments = _RunningMoments.merge(state["moments"], means, weights)
+        aleatoric = state["aleatoric"] + tf.reduce_sum(
+            tf.reshape(weights, [-1] + [1] * (means.shape.rank - 1)) * variances, 0)
+        return {"moments": moments, "aleatoric": aleatoric}
+    if output == "logits":
+        log_p = tf.nn.log_softmax(outputs)
+    elif output == "probabilities":
+        log_p = tf.math.log(outputs)
+    else:
+        log_p = outputs
+    probs = tf.exp(log_p)
+    entropy = -tf.reduce_sum(tf.where(probs > 0, probs * log_p, 0.0), -1)
+    w3 = w[..., tf.newaxis] if probs.shape.rank == 3 else tf.reshape(
+        weights, [-1] + [1] * (probs.shape.rank - 1))
+    return {"probs": state["probs"] + tf.reduce_sum(w3 * probs, 0),
+            "entropy": state["entropy"] + tf.reduce_sum(
+                tf.reshape(weights, [-1] + [1] * (entropy.shape.rank - 1)) * entropy, 0)}
+
+
+def export_predictive(model, path, task="regression", output=None, noise_variance=None,
+                      samples_per_call=25, input_signature=None):
+    """Writes a SavedModel whose `serve` signature returns the Monte Carlo predictive.
+
+    The endpoint takes the inputs and `num_samples` (an int32 scalar chosen
+    at call time) and runs the same chunked, loop-free sampling as
+    `tfp_bnn.predict`: chunks of `samples_per_call` weight samples inside a
+    `tf.while_loop`, with running summaries, so memory does not grow with
+    num_samples. It returns, per input:
+
+    - task="regression": "mean", "stddev" (total), "epistemic_variance",
+      "aleatoric_variance" (seed 004, eq. 67);
+    - task="classification": "probabilities" (mean over samples),
+      "predictive_entropy", "expected_entropy", "mutual_information".
+
+    The SavedModel uses only core TensorFlow ops and loads with
+    `tf.saved_model.load` in a process that never imports tfp_bnn.
+
+    Args:
+        model: a built Keras model with tfp_bnn stochastic layers.
+        path: directory to write; must not exist yet.
+        task: "regression" or "classification".
+        output: what the model outputs, as in `tfp_bnn.predict.regression`
+            ("mean_log_variance" default, or "mean") and
+            `tfp_bnn.predict.classification` ("logits" default,
+            "probabilities", "log_probabilities").
+        noise_variance: homoscedastic noise variance for output="mean".
+        samples_per_call: weight samples per step of the loop.
+        input_signature: list of `tf.TensorSpec`; default: the model's inputs.
+
+    Returns:
+        `path`.
+
+    Example:
+    >>> export_predictive(model, "/tmp/bnn_predictive", task="classification")
+    >>> served = tf.saved_model.load("/tmp/bnn_predictive")
+    >>> served.serve(x, tf.constant(100))["mutual_information"]
+    """
+    from tfp_bnn.predict.engine import MonteCarloRunner  # noqa: PLC0415 - import cycle
+
+    output, noise_variance = _check_export_args(
+        model, path, task, output, noise_variance, samples_per_call)
+    signature = list(input_signature or _input_signature(model))
+    single = len(signature) == 1
+    runner = MonteCarloRunner(model)
+    chunk = samples_per_call
+
+    def predictive(*args):
+        *inputs, num_samples = args
+        inputs = inputs[0] if single else list(inputs)
+        num_samples = tf.convert_to_tensor(num_samples, tf.int32)
+        check = tf.debugging.assert_greater_equal(
+            num_samples, 1, message="num_samples must be >= 1")
+        with tf.control_dependencies([check]):
+            steps = (num_samples + chunk - 1) // chunk
+        first = runner._call_impl(inputs, runner._draw(chunk), chunk)
+        shape = tf.shape(first)[1:]
+        if task == "regression":
+            half = shape[:-1] if output == "mean" else tf.concat([shape[:-1], shape[-1:] // 2], 0)
+            zeros = tf.zeros(half)
+            state = {"moments": (tf.constant(0.0), zeros, zeros), "aleatoric": zeros}
+        else:
+            state = {"probs": tf.zeros(shape), "entropy": tf.zeros(shape[:-1])}
+
+        def weights_for(step):
+            valid = tf.minimum(chunk, num_samples - step * chunk)
+            return tf.cast(tf.range(chunk) < valid, tf.float32)
+
+        state = _summaries(task, output, noise_variance, first, weights_for(0), state)
+
+        def body(step, state):
+            outputs = runner._call_impl(inputs, runner._draw(chunk), chunk)
+            return step + 1, _summaries(task, output, noise_variance, outputs,
+                                        weights_for(step), state)
+
+        _, state = tf.while_loop(lambda step, _: step < steps, body, (tf.constant(1), state))
+        total = tf.cast(num_samples, tf.float32)
+        if task == "regression":
+            _, mean, m2 = state["moments"]
+            epistemic = m2 / total
+            aleatoric = state["aleatoric"] / total
+            return {"mean": mean, "stddev": tf.sqrt(epistemic + aleatoric),
+                    "epistemic_variance": epistemic, "aleatoric_variance": aleatoric}
+        probs = state["probs"] / total
+        expected = state["entropy"] / total
+        log_probs = tf.math.log(tf.maximum(probs, np.finfo(np.float32).tiny))
+        entropy = -tf.reduce_sum(tf.where(probs > 0, probs * log_probs, 0.0), -1)
+        return {"probabilities": probs, "predictive_entropy": entropy,
+                "expected_entropy": expected,
+                "mutual_information": tf.maximum(entropy - expected, 0.0)}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        "serve", predictive,
+        signature + [tf.TensorSpec([], tf.int32, name="num_samples")])
+    archive.write_out(os.fspath(path), verbose=False)
     return path

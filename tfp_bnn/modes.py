@@ -13,20 +13,28 @@ saved in `.keras` files, and captured by an exported SavedModel.
 import contextlib
 
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.mc_dropout import MCDropout
+
+# Layers with a `sampling` switch: variational layers and Monte Carlo dropout.
+_STOCHASTIC = (BayesianLayer, MCDropout)
 
 
 def bayesian_layers(model):
-    """All `BayesianLayer`s in `model` (a layer or model), nested ones included."""
-    if isinstance(model, BayesianLayer):
+    """The stochastic layers in `model` (a layer or model), nested ones included.
+
+    Those are the variational layers (`BayesianLayer`) and `MCDropout`: the
+    layers with a mean-mode switch.
+    """
+    if isinstance(model, _STOCHASTIC):
         return [model]
     return [
         layer for layer in model._flatten_layers(include_self=False)
-        if isinstance(layer, BayesianLayer)
+        if isinstance(layer, _STOCHASTIC)
     ]
 
 
 def set_mean_mode(model, enabled=True):
-    """Turns mean mode on (`enabled=True`) or off for every variational layer.
+    """Turns mean mode on (`enabled=True`) or off for every stochastic layer.
 
     Args:
         model: a Keras model or layer.

@@ -64,8 +64,12 @@ def normal(shape, dtype, seed):
     return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg="philox")
 
 
+def uniform(shape, seed):
+    """float32 draws from U[0, 1) of `shape` from an int32 seed pair."""
+    alg = "threefry" if in_xla_context() else "philox"
+    return tf.random.stateless_uniform(shape, seed=seed, alg=alg)
+
+
 def signs(shape, dtype, seed):
     """Random signs +-1 of `shape` (Flipout's sign vectors)."""
-    alg = "threefry" if in_xla_context() else "philox"
-    u = tf.random.stateless_uniform(shape, seed=seed, alg=alg)
-    return tf.cast(tf.where(u < 0.5, -1.0, 1.0), dtype)
+    return tf.cast(tf.where(uniform(shape, seed) < 0.5, -1.0, 1.0), dtype)

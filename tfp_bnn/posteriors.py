@@ -87,6 +87,16 @@ class Posterior(ConfigObject):
         """A reparameterised sample mean + noise_scale * (sample - mean)."""
         raise NotImplementedError
 
+    def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
+        """`num_samples` independent samples stacked on a new leading axis."""
+        seeds = tf.random.experimental.stateless_split(seed, num_samples)
+        shape = tf.convert_to_tensor(self.mean(prepared)).shape
+        return tf.map_fn(
+            lambda s: self.sample(prepared, s, dtype, noise_scale),
+            seeds,
+            fn_output_signature=tf.TensorSpec(shape, dtype),
+        )
+
     def kl(self, prepared, prior):
         """Sum of the element-wise KL(q || prior) in closed form."""
         raise NotImplementedError(
@@ -191,6 +201,11 @@ class MeanFieldNormal(Posterior):
     def sample(self, prepared, seed, dtype, noise_scale):
         loc, scale = prepared
         eps = noise.normal(tuple(loc.shape), dtype, seed)
+        return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
+
+    def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
+        loc, scale = prepared
+        eps = noise.normal((num_samples,) + tuple(loc.shape), dtype, seed)
         return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
 
     def kl(self, prepared, prior):

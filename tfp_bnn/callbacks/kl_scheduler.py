@@ -3,6 +3,7 @@
 import keras
 
 from tfp_bnn.callbacks import kl_schedules
+from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.modes import bayesian_layers
 
 
@@ -66,7 +67,8 @@ class KLScheduler(keras.callbacks.Callback):
 
     def set_model(self, model):
         super().set_model(model)
-        self._layers = bayesian_layers(model)
+        # Only variational layers carry a KL (MC dropout has none).
+        self._layers = [l for l in bayesian_layers(model) if isinstance(l, BayesianLayer)]
         for layer in self._layers:
             layer._kl_weight_managed = True
         self._last_value = None

@@ -19,7 +19,6 @@ al.'s minibatch objective with the KL spread evenly over the batches
 
 import contextlib
 import math
-import threading
 import warnings
 
 import keras
@@ -30,38 +29,12 @@ from keras import ops
 from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
+from tfp_bnn.layers.tracing import flag as _flag
+from tfp_bnn.layers.tracing import sample_context
 
 tfd = tfp.distributions
 
 KL_ESTIMATORS = ("auto", "analytic", "mc")
-
-_TRACE_FLAGS = threading.local()
-
-
-@contextlib.contextmanager
-def _trace_flag(name):
-    """Sets a trace-time flag for functions traced inside this block."""
-    previous = getattr(_TRACE_FLAGS, name, False)
-    setattr(_TRACE_FLAGS, name, True)
-    try:
-        yield
-    finally:
-        setattr(_TRACE_FLAGS, name, previous)
-
-
-def forced_mean_trace():
-    """Inside this block, layers trace their posterior-mean computation.
-
-    This is a trace-time switch for building serving functions (see
-    `tfp_bnn.export`); at run time use `tfp_bnn.set_mean_mode`.
-    """
-    return _trace_flag("force_mean")
-
-
-def no_kl_trace():
-    """Inside this block, layers trace no KL term (prediction-only graphs)."""
-    return _trace_flag("skip_kl")
-
 
 def _float32_variables():
     """Reads variables at their own dtype inside this block.
@@ -76,10 +49,6 @@ def _float32_variables():
     except ImportError:  # pragma: no cover - Keras moved its private scope
         return contextlib.nullcontext()
     return AutocastScope(None)
-
-
-def _flag(name):
-    return getattr(_TRACE_FLAGS, name, False)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -365,7 +334,11 @@ class BayesianLayer(keras.layers.Layer):
 
     def call(self, inputs, training=None):
         with _float32_variables():
-            return self._variational_call(ops.cast(inputs, self.compute_dtype), training)
+            inputs = ops.cast(inputs, self.compute_dtype)
+            context = sample_context()
+            if context is not None and not training:
+                return self._sampled_call(inputs, context)
+            return self._variational_call(inputs, training)
 
     def _variational_call(self, inputs, training):
         """The layer's computation on inputs already cast to the compute dtype."""
@@ -398,6 +371,62 @@ class BayesianLayer(keras.layers.Layer):
         bias, bias_draw = self._bias_value(noise_scale, seeds[1])
         self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)
+
+    # -- many weight samples in one call (tfp_bnn.predict) ----------------------
+    def predictive_samples(self, num_samples):
+        """S independent posterior samples of this layer's random weights.
+
+        Returns a tuple (kernels [S, *kernel_shape], biases [S, units] or
+        None), in the compute dtype; in mean mode every sample is the
+        posterior mean. Used by `tfp_bnn.predict`, which draws them once and
+        passes them to the calls of a `sample_trace` block.
+        """
+        with _float32_variables():
+            noise_scale = self._noise_scale(False)
+            seeds = self._call_seeds()
+            kernels = self._sample_n(self.kernel_params, num_samples, seeds[0], noise_scale)
+            biases = None
+            if self.bias_params is not None:
+                biases = self._sample_n(self.bias_params, num_samples, seeds[1], noise_scale)
+            return kernels, biases
+
+    def _sample_n(self, params, num_samples, seed, noise_scale):
+        prepared = self.posterior.prepare(params)
+        return self.posterior.sample_n(prepared, num_samples, seed, self.compute_dtype,
+                                       noise_scale)
+
+    def _sampled_call(self, inputs, context):
+        """inputs tiled [S * B, ...] sample-major; slice s uses weight sample s."""
+        num_samples = context.num_samples
+        draws = context.draws.get(id(self))
+        if draws is None:
+            draws = self.predictive_samples(num_samples)
+        kernels, biases = draws
+        shape = tf.shape(inputs)
+        sliced = tf.reshape(inputs, tf.concat([[num_samples, -1], shape[1:]], axis=0))
+        outputs = self._apply_sampled_kernels(sliced, kernels)
+        if biases is not None:
+            rank = outputs.shape.rank
+            outputs = outputs + tf.reshape(biases, self._sampled_bias_shape(rank, num_samples))
+        elif self.use_bias:
+            outputs = outputs + self._shape_bias(tf.cast(self.bias, self.compute_dtype))
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        out_shape = tf.shape(outputs)
+        return tf.reshape(outputs, tf.concat([[-1], out_shape[2:]], axis=0))
+
+    def _apply_sampled_kernels(self, sliced, kernels):
+        """[S, B, ...] inputs, [S, *kernel_shape] kernels -> [S, B, ...] outputs."""
+        dtype = self.compute_dtype
+        return tf.map_fn(
+            lambda pair: self._apply_kernel(pair[0], pair[1]),
+            (sliced, kernels),
+            fn_output_signature=tf.TensorSpec(None, dtype),
+        )
+
+    def _sampled_bias_shape(self, rank, num_samples):
+        """Shape that broadcasts [S, units] biases against [S, B, ...] outputs."""
+        return [num_samples] + [1] * (rank - 2) + [-1]
 
     # -- serialization --------------------------------------------------------
     def get_config(self):

@@ -116,6 +116,11 @@ class BayesianConv2DBase(BayesianLayer):
             return bias
         return ops.reshape(bias, (1, self.filters, 1, 1))
 
+    def _sampled_bias_shape(self, rank, num_samples):
+        if self.data_format == "channels_last":
+            return super()._sampled_bias_shape(rank, num_samples)
+        return [num_samples, 1, -1, 1, 1]
+
     def _flipout_sign_shapes(self, inputs, outputs):
         # One sign per example and channel, shared over positions, so each
         # example sees one whole perturbed kernel (as TFP's Conv flipout).

@@ -1,6 +1,7 @@
 """Shape handling shared by the variational Dense layers."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from tfp_bnn.layers.base import BayesianLayer
@@ -31,6 +32,13 @@ class BayesianDenseBase(BayesianLayer):
 
     def _apply_kernel(self, inputs, kernel):
         return ops.matmul(inputs, kernel)
+
+    def _apply_sampled_kernels(self, sliced, kernels):
+        # One batched matmul: [S, B*, in] @ [S, in, units], B* = all leading axes.
+        shape = tf.shape(sliced)
+        flat = tf.reshape(sliced, [shape[0], -1, shape[-1]])
+        outputs = tf.matmul(flat, kernels)
+        return tf.reshape(outputs, tf.concat([shape[:-1], [self.units]], axis=0))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)

@@ -57,7 +57,18 @@ class DenseLocalReparameterization(BayesianDenseBase):
         super().__init__(units, **kwargs)
         self._require_location_scale()
 
-    def _variational_call(self, inputs, training):
+    def predictive_samples(self, num_samples):
+        """Nothing to draw ahead: the noise is per output, drawn in the call."""
+        return None
+
+    def _sampled_call(self, inputs, context):
+        # Each row of a sample-tiled batch gets its own pre-activation noise,
+        # which is exactly an independent kernel sample per row and unit; a
+        # Bayesian bias joins that noise (a sum of independent Gaussians) so
+        # that it too is drawn per row.
+        return self._variational_call(inputs, training=False, bias_per_row=True)
+
+    def _variational_call(self, inputs, training, bias_per_row=False):
         dtype = self.compute_dtype
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()
@@ -65,9 +76,16 @@ class DenseLocalReparameterization(BayesianDenseBase):
         loc, scale = self.posterior.loc_scale(draw.prepared)
         mean = ops.matmul(inputs, tf.cast(loc, dtype))
         variance = ops.matmul(ops.square(inputs), tf.cast(ops.square(scale), dtype))
+        if bias_per_row and self.bias_params is not None:
+            bias_loc, bias_scale = self.posterior.loc_scale(
+                self.posterior.prepare(self.bias_params))
+            variance = variance + tf.cast(ops.square(bias_scale), dtype)
+            bias, bias_draw = tf.cast(bias_loc, dtype), None
+        else:
+            bias, bias_draw = self._bias_value(noise_scale, seeds[1])
         stddev = ops.sqrt(ops.maximum(variance, tf.cast(_variance_floor(dtype), dtype)))
         eps = noise.normal(tf.shape(mean), dtype, seeds[2])
         outputs = mean + stddev * self._scaled(eps, noise_scale)
-        bias, bias_draw = self._bias_value(noise_scale, seeds[1])
-        self._add_kl(inputs, training, draw, bias_draw)
+        if not bias_per_row:
+            self._add_kl(inputs, training, draw, bias_draw)
         return self._finish(outputs, bias)

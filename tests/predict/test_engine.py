@@ -1,0 +1,232 @@
+"""Monte Carlo prediction without a Python loop, checked against closed forms.
+
+A linear layer with Gaussian weights has an analytic predictive: for
+y_j = sum_i x_i W_ij + b_j with W_ij ~ N(mu_ij, sigma_ij^2),
+
+    E[y_j] = x @ mu[:, j] + b_j,   Var[y_j] = sum_i x_i^2 sigma_ij^2 (+ sigma_bj^2).
+
+Tolerances come from the sample size T: the mean of T draws has standard
+error sqrt(Var / T) and the sample variance has relative standard error
+sqrt(2 / (T - 1)) for Gaussian draws; the tests allow 5 standard errors.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_bnn
+from tfp_bnn.layers import Conv2DFlipout
+from tfp_bnn.layers import Conv2DReparameterization
+from tfp_bnn.layers import DenseFlipout
+from tfp_bnn.layers import DenseLocalReparameterization
+from tfp_bnn.layers import DenseReparameterization
+from tfp_bnn.layers import MCDropout
+
+T = 4000
+DENSE = [DenseReparameterization, DenseFlipout, DenseLocalReparameterization]
+
+
+def _softplus_inverse(sigma):
+    return np.log(np.expm1(sigma))
+
+
+def _linear_model(cls, in_dim=3, units=2, bayesian_bias=False, seed=1):
+    layer = cls(units, kl_weight=0.0, bayesian_bias=bayesian_bias, seed=seed)
+    model = keras.Sequential([keras.Input((in_dim,)), layer])
+    rng = np.random.default_rng(seed)
+    loc = rng.normal(size=(in_dim, units)).astype("float32")
+    sigma = rng.uniform(0.2, 1.0, size=(in_dim, units)).astype("float32")
+    layer.kernel_params[0].assign(loc)
+    layer.kernel_params[1].assign(_softplus_inverse(sigma))
+    bias_loc = np.array([0.5, -1.0][:units], "float32")
+    bias_sigma = np.zeros(units, "float32")
+    if bayesian_bias:
+        bias_sigma = np.array([0.3, 0.6][:units], "float32")
+        layer.bias_params[0].assign(bias_loc)
+        layer.bias_params[1].assign(_softplus_inverse(bias_sigma))
+    else:
+        layer.bias.assign(bias_loc)
+    return model, loc, sigma, bias_loc, bias_sigma
+
+
+def _inputs(n=6, in_dim=3):
+    return np.random.default_rng(7).normal(size=(n, in_dim)).astype("float32")
+
+
+def _assert_moments(samples, mean, variance, num_samples):
+    est_mean = samples.mean(axis=0)
+    est_var = samples.var(axis=0, ddof=1)
+    np.testing.assert_array_less(np.abs(est_mean - mean), 5 * np.sqrt(variance / num_samples))
+    np.testing.assert_array_less(np.abs(est_var - variance),
+                                 5 * variance * np.sqrt(2 / (num_samples - 1)))
+
+
+@pytest.mark.parametrize("cls", DENSE, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("bayesian_bias", [False, True], ids=["bias", "bayesian_bias"])
+def test_dense_predictive_matches_closed_form(cls, bayesian_bias):
+    model, loc, sigma, b_loc, b_sigma = _linear_model(cls, bayesian_bias=bayesian_bias)
+    x = _inputs()
+    samples = tfp_bnn.predict.sample(model, x, num_samples=T, samples_per_call=1000)
+    assert samples.shape == (T, 6, 2)
+    mean = x @ loc + b_loc
+    variance = np.square(x) @ np.square(sigma) + np.square(b_sigma)
+    _assert_moments(samples.astype(np.float64), mean, variance, T)
+
+
+@pytest.mark.parametrize("cls", [Conv2DReparameterization, Conv2DFlipout],
+                         ids=lambda c: c.__name__)
+def test_conv_predictive_matches_closed_form(cls):
+    layer = cls(2, 3, kl_weight=0.0, seed=3)
+    model = keras.Sequential([keras.Input((4, 4, 2)), layer])
+    rng = np.random.default_rng(3)
+    loc = rng.normal(size=(3, 3, 2, 2)).astype("float32")
+    sigma = rng.uniform(0.2, 0.8, size=(3, 3, 2, 2)).astype("float32")
+    layer.kernel_params[0].assign(loc)
+    layer.kernel_params[1].assign(_softplus_inverse(sigma))
+    layer.bias.assign(np.array([0.1, -0.2], "float32"))
+    x = rng.normal(size=(3, 4, 4, 2)).astype("float32")
+    num_samples = 2000
+    samples = tfp_bnn.predict.sample(model, x, num_samples=num_samples)
+    assert samples.shape == (num_samples, 3, 2, 2, 2)
+    conv = lambda inputs, kernel: tf.nn.conv2d(inputs, kernel, 1, "VALID").numpy()  # noqa: E731
+    mean = conv(x, loc) + np.array([0.1, -0.2])
+    variance = conv(np.square(x), np.square(sigma))
+    _assert_moments(samples.astype(np.float64), mean, variance, num_samples)
+
+
+@pytest.mark.parametrize("cls", [DenseReparameterization, DenseFlipout],
+                         ids=lambda c: c.__name__)
+def test_one_network_per_sample_across_input_chunks(cls):
+    """Sample t is one network for every input: y(2x) = 2 y(x) without bias."""
+    layer = cls(2, use_bias=False, kl_weight=0.0, seed=0)
+    model = keras.Sequential([keras.Input((3,)), layer])
+    x = _inputs(n=8)
+    x[7] = 2 * x[0]  # index 7 lands in another input chunk than index 0
+    samples = tfp_bnn.predict.sample(model, x, num_samples=20, batch_size=3,
+                                     samples_per_call=7)
+    np.testing.assert_allclose(samples[:, 7], 2 * samples[:, 0], rtol=1e-5, atol=1e-5)
+    # ... and different samples are different networks.
+    assert np.all(np.abs(np.diff(samples[:, 0, 0])) > 0)
+
+
+def test_samples_are_uncorrelated_across_t():
+    model, *_ = _linear_model(DenseFlipout)
+    samples = tfp_bnn.predict.sample(model, _inputs(n=1), num_samples=T)[:, 0, 0]
+    centred = samples - samples.mean()
+    lag1 = np.sum(centred[1:] * centred[:-1]) / np.sum(centred * centred)
+    assert abs(lag1) < 5 / np.sqrt(T)  # standard error of a null autocorrelation
+
+
+class _CallCounter(keras.layers.Layer):
+    """Identity layer counting how often Python runs its call (traces included)."""
+
+    calls = 0
+
+    def call(self, inputs):
+        _CallCounter.calls += 1
+        return inputs
+
+
+def test_no_python_loop_over_samples():
+    _CallCounter.calls = 0
+    model = keras.Sequential([keras.Input((3,)), _CallCounter(), DenseFlipout(2, kl_weight=0.0)])
+    _CallCounter.calls = 0
+    tfp_bnn.predict.sample(model, _inputs(), num_samples=100)
+    tfp_bnn.predict.sample(model, _inputs(), num_samples=100)
+    # One trace serves both predictions of 100 samples each.
+    assert _CallCounter.calls == 1
+
+
+def test_mc_dropout_predictive_matches_closed_form():
+    """y = sum_i w_i x_i m_i / (1 - p), m_i ~ Bernoulli(1 - p): Var = p/(1-p) sum w^2 x^2."""
+    rate = 0.3
+    dense = keras.layers.Dense(1, use_bias=False)
+    model = keras.Sequential([keras.Input((4,)), MCDropout(rate, seed=2), dense])
+    w = np.array([[1.0], [-2.0], [0.5], [3.0]], "float32")
+    dense.kernel.assign(w)
+    x = _inputs(n=5, in_dim=4)
+    samples = tfp_bnn.predict.sample(model, x, num_samples=T).astype(np.float64)
+    mean = x @ w
+    variance = rate / (1 - rate) * (np.square(x) @ np.square(w))
+    # Dropout sums are not Gaussian, so the sample variance's standard error is
+    # sqrt((mu4 - Var^2) / T) with the exact 4th central moment of
+    # y - E[y] = sum_i c_i u_i, c_i = w_i x_i, u_i = m_i / keep - 1 independent:
+    # mu4 = sum_i c_i^4 E[u^4] + 3 (Var^2 - sum_i c_i^4 v^2), v = Var[u] = rate / keep,
+    # E[u^4] = (1 - keep) ((1 - keep)^3 / keep^3 + 1).
+    keep = 1 - rate
+    c4 = np.sum(np.power(x * w[:, 0], 4), axis=1)
+    v = rate / keep
+    u4 = (1 - keep) * ((1 - keep) ** 3 / keep**3 + 1)
+    mu4 = c4 * u4 + 3 * (np.square(variance[:, 0]) - c4 * v**2)
+    se_var = np.sqrt((mu4 - np.square(variance[:, 0])) / T)
+    est_mean = samples.mean(axis=0)[:, 0]
+    est_var = samples.var(axis=0, ddof=1)[:, 0]
+    np.testing.assert_array_less(np.abs(est_mean - mean[:, 0]), 5 * np.sqrt(variance[:, 0] / T))
+    np.testing.assert_array_less(np.abs(est_var - variance[:, 0]), 5 * se_var)
+
+
+def test_mean_mode_gives_equal_samples():
+    model, loc, _, b_loc, _ = _linear_model(DenseFlipout)
+    model.add(MCDropout(0.5))
+    x = _inputs()
+    with tfp_bnn.mean_mode(model):
+        samples = tfp_bnn.predict.sample(model, x, num_samples=5)
+    np.testing.assert_allclose(samples, np.broadcast_to(x @ loc + b_loc, samples.shape),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_rank3_inputs_and_multi_input_models():
+    inputs = [keras.Input((2, 3)), keras.Input((2, 3))]
+    merged = keras.layers.Concatenate()(inputs)
+    hidden = DenseReparameterization(4, activation="relu", kl_weight=0.0, seed=0)(merged)
+    outputs = {"a": DenseFlipout(1, kl_weight=0.0, seed=1)(hidden),
+               "b": keras.layers.Dense(2)(hidden)}
+    model = keras.Model(inputs, outputs)
+    x = [np.ones((5, 2, 3), "float32"), np.zeros((5, 2, 3), "float32")]
+    samples = tfp_bnn.predict.sample(model, x, num_samples=7, batch_size=2)
+    assert samples["a"].shape == (7, 5, 2, 1)
+    assert samples["b"].shape == (7, 5, 2, 2)
+    # All five inputs are equal, so within one sample every input agrees.
+    np.testing.assert_allclose(samples["a"], np.broadcast_to(samples["a"][:, :1],
+                                                             samples["a"].shape), atol=1e-5)
+
+
+def test_seeded_layers_give_reproducible_predictions():
+    x = _inputs()
+    first = tfp_bnn.predict.sample(_linear_model(DenseFlipout, seed=4)[0], x, 10)
+    second = tfp_bnn.predict.sample(_linear_model(DenseFlipout, seed=4)[0], x, 10)
+    np.testing.assert_array_equal(first, second)
+
+
+def test_jit_compiled_calls_agree_in_distribution():
+    model, loc, sigma, b_loc, _ = _linear_model(DenseReparameterization)
+    x = _inputs()
+    samples = tfp_bnn.predict.sample(model, x, num_samples=T, jit_compile=True)
+    _assert_moments(samples.astype(np.float64), x @ loc + b_loc,
+                    np.square(x) @ np.square(sigma), T)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_samples": 0}, "num_samples"),
+        ({"num_samples": 2.5}, "num_samples"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"samples_per_call": -1}, "samples_per_call"),
+        ({"max_rows": 0}, "max_rows"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    model, *_ = _linear_model(DenseFlipout)
+    kwargs = {"num_samples": 3, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        tfp_bnn.predict.sample(model, _inputs(), **kwargs)
+
+
+def test_bad_inputs():
+    model, *_ = _linear_model(DenseFlipout)
+    with pytest.raises(ValueError, match="no examples"):
+        tfp_bnn.predict.sample(model, np.zeros((0, 3), "float32"), 3)
+    with pytest.raises(ValueError, match="same number of examples"):
+        tfp_bnn.predict.sample(model, [np.zeros((2, 3)), np.zeros((3, 3))], 3)

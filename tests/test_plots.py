@@ -1,0 +1,216 @@
+"""Tests of tfp_bnn.plots: PNG output, what is drawn, validation and atomic writes."""
+
+import os
+import statistics
+import sys
+
+import numpy as np
+import pytest
+
+from tfp_bnn import metrics
+from tfp_bnn import plots
+
+matplotlib_image = pytest.importorskip("matplotlib.image")
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# plots draws every figure at 6 x 4.5 inches, 100 dpi.
+EXPECTED_PIXELS = (450, 600)
+
+
+def _classification(seed=0, n=200, num_classes=3):
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.full(num_classes, 0.5), size=n)
+    labels = rng.integers(0, num_classes, size=n)
+    return labels, probs
+
+
+def _regression(seed=0, n=60):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-3.0, 3.0, size=n)
+    mean = np.sin(x)
+    std = 0.1 + 0.1 * np.abs(x)
+    return x, mean + std * rng.normal(size=n), mean, std
+
+
+def _ood_scores(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0.0, 1.0, size=150), rng.normal(1.5, 1.0, size=90)
+
+
+def _call(kind, path, **overrides):
+    if kind == "reliability":
+        labels, probs = _classification()
+        kwargs = dict(labels=labels, probs=probs, path=path, num_bins=10)
+        function = plots.reliability_diagram
+    elif kind == "band":
+        x, y, mean, std = _regression()
+        kwargs = dict(x=x, y=y, mean=mean, std=std, path=path,
+                      x_train=x[:10], y_train=y[:10] + 0.5)
+        function = plots.regression_band
+    else:
+        scores_in, scores_out = _ood_scores()
+        kwargs = dict(scores_in=scores_in, scores_out=scores_out, path=path)
+        function = plots.uncertainty_histograms
+    kwargs.update(overrides)
+    return function(**kwargs)
+
+
+KINDS = ["reliability", "band", "histograms"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_function_writes_a_readable_png(kind, tmp_path):
+    path = tmp_path / f"{kind}.png"
+    returned = _call(kind, path)
+    assert returned == str(path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and len(data) > 1000
+    image = matplotlib_image.imread(path)
+    assert image.shape[:2] == EXPECTED_PIXELS
+    # Something was drawn: the image is not one flat colour.
+    assert image[..., :3].std() > 0.05
+    assert sorted(os.listdir(tmp_path)) == [f"{kind}.png"]  # no temporary left behind
+
+
+@pytest.fixture
+def drawn_figures(monkeypatch):
+    """Records the Figure each call draws, for inspecting its artists."""
+    figures = []
+    original = plots._save
+
+    def recording_save(draw, path):
+        def recording_draw(figure):
+            draw(figure)
+            figures.append(figure)
+
+        return original(recording_draw, path)
+
+    monkeypatch.setattr(plots, "_save", recording_save)
+    return figures
+
+
+def test_reliability_diagram_draws_the_per_bin_accuracy_and_the_ece(tmp_path, drawn_figures):
+    labels, probs = _classification(1, n=300)
+    plots.reliability_diagram(labels, probs, tmp_path / "r.png", num_bins=8, title="Model A")
+    (ax,) = drawn_figures[0].axes
+    curve = metrics.reliability_curve(labels, probs, 8)
+    filled = curve.counts > 0
+    bars = [patch for patch in ax.patches]
+    np.testing.assert_allclose([bar.get_height() for bar in bars], curve.accuracy[filled])
+    np.testing.assert_allclose([bar.get_x() for bar in bars], curve.edges[:-1][filled])
+    ece = metrics.expected_calibration_error(labels, probs, 8)
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert f"accuracy (ECE = {ece:.3f})" in legend
+    assert ax.get_title() == "Model A"
+
+
+def test_regression_band_half_widths_are_normal_quantiles(tmp_path, drawn_figures):
+    x, y, mean, std = _regression(2)
+    plots.regression_band(x, y, mean, std, tmp_path / "b.png", levels=(0.5, 0.95))
+    (ax,) = drawn_figures[0].axes
+    bands = {c.get_label(): c for c in ax.collections if c.get_label().endswith("band")}
+    assert set(bands) == {"50% band", "95% band"}
+    order = np.argsort(x)
+    for level, label in [(0.5, "50% band"), (0.95, "95% band")]:
+        z = statistics.NormalDist().inv_cdf(0.5 + level / 2)  # 0.674, 1.960
+        vertices = bands[label].get_paths()[0].vertices
+        upper = np.interp(x[order], *_upper_edge(vertices))
+        np.testing.assert_allclose(upper, (mean + z * std)[order], rtol=1e-6, atol=1e-9)
+        assert vertices[:, 1].min() == pytest.approx(np.min(mean - z * std))
+    assert abs(statistics.NormalDist().inv_cdf(0.975) - 1.959964) < 1e-6
+    (line,) = ax.lines
+    np.testing.assert_array_equal(line.get_xdata(), x[order])  # drawn sorted by x
+
+
+def _upper_edge(vertices):
+    """(x, y) of the upper boundary of a fill_between polygon."""
+    xs, ys = vertices[:, 0], vertices[:, 1]
+    unique = np.unique(xs)
+    return unique, np.array([ys[xs == value].max() for value in unique])
+
+
+def test_uncertainty_histograms_share_edges_and_report_the_auroc(tmp_path, drawn_figures):
+    scores_in, scores_out = _ood_scores(3)
+    plots.uncertainty_histograms(scores_in, scores_out, tmp_path / "h.png", bins=12,
+                                 score_name="mutual information")
+    (ax,) = drawn_figures[0].axes
+    area = metrics.auroc(scores_in, scores_out)
+    assert ax.get_title() == f"mutual information: AUROC = {area:.3f}"
+    assert ax.get_xlabel() == "mutual information"
+    lefts = np.array([patch.get_x() for patch in ax.patches])
+    assert lefts.size == 24
+    np.testing.assert_allclose(lefts[:12], lefts[12:])  # one set of edges for both
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failing_call_leaves_no_file_and_keeps_an_existing_one(kind, tmp_path):
+    path = tmp_path / "figure.png"
+    bad = {
+        "reliability": dict(labels=np.zeros(5, int)),  # 5 labels for 200 rows
+        "band": dict(std=np.ones(7)),
+        "histograms": dict(scores_out=np.array([0.1, np.nan])),
+    }[kind]
+    with pytest.raises(ValueError):
+        _call(kind, path, **bad)
+    assert os.listdir(tmp_path) == []
+    path.write_bytes(b"old figure")
+    with pytest.raises(ValueError):
+        _call(kind, path, **bad)
+    assert path.read_bytes() == b"old figure"
+    _call(kind, path)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert os.listdir(tmp_path) == ["figure.png"]
+
+
+def test_an_error_while_writing_removes_the_partial_file(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def failing_savefig(self, stream, **kwargs):
+        stream.write(PNG_SIGNATURE + b"partial")
+        raise RuntimeError("disk full")
+
+    path = tmp_path / "figure.png"
+    path.write_bytes(b"old figure")
+    monkeypatch.setattr(Figure, "savefig", failing_savefig)
+    with pytest.raises(RuntimeError, match="disk full"):
+        _call("histograms", path)
+    assert path.read_bytes() == b"old figure"
+    assert os.listdir(tmp_path) == ["figure.png"]
+
+
+def test_missing_matplotlib_raises_an_import_error_with_the_install_command(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    with pytest.raises(ImportError, match=r'pip install "tfp-bnn\[plots\]"'):
+        _call("reliability", tmp_path / "r.png")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "kind, overrides, message",
+    [
+        ("band", dict(y=np.ones(59)), r"Mismatched lengths.*`x` 60.*`y` 59"),
+        ("band", dict(mean=np.full(60, np.inf)), r"`mean` must be finite.*inf at index 0"),
+        ("band", dict(std=-np.ones(60)), r"`std` must be >= 0.*-1\.0"),
+        ("band", dict(x=np.ones((60, 1))), r"`x` must be 1-D.*\(60, 1\)"),
+        ("band", dict(x=[], y=[], mean=[], std=[]), r"`x` is empty"),
+        ("band", dict(levels=(0.5, 1.0)), r"`levels`.*\(0, 1\).*1\.0"),
+        ("band", dict(y_train=None), r"both `x_train` and `y_train`"),
+        ("band", dict(y_train=np.ones(3)), r"`x_train` 10.*`y_train` 3"),
+        ("reliability", dict(probs=np.full((200, 3), 0.5)), r"sum to 1"),
+        ("reliability", dict(labels=np.zeros(5, int)), r"5 examples but `probs` has 200"),
+        ("histograms", dict(scores_in=[]), r"`scores_in` is empty"),
+        ("histograms", dict(scores_out=[0.0, np.nan]), r"`scores_out` must be finite"),
+        ("histograms", dict(bins=0), r"`bins` must be an int >= 1, got 0"),
+        ("histograms", dict(path="figure.jpg"), r"end in \.png.*figure\.jpg"),
+        ("reliability", dict(path="no/such/dir/figure.png"), r"does not exist.*no/such/dir"),
+    ],
+)
+def test_invalid_inputs_raise_value_errors_naming_the_problem(kind, overrides, message,
+                                                              tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = overrides.pop("path", tmp_path / "figure.png")
+    with pytest.raises(ValueError, match=message):
+        _call(kind, path, **overrides)
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,157 @@
+"""Classification head with Gaussian logits: aleatoric uncertainty for softmax.
+
+Kendall and Gal (2017, sec. 3.3) put a Gaussian on the logits,
+u ~ N(f, diag(sigma^2)), with f and sigma^2 predicted per example, and fit
+the class probabilities integrated over u, estimated by Monte Carlo:
+
+    p(y = c | x) ~= (1/T) sum_t softmax(f + sigma * eps_t)_c,  eps_t ~ N(0, I)
+
+This head returns the log of that average, so its outputs are normalised
+log-probabilities.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tfp_bnn import noise
+
+from tfp_bnn.layers.heteroscedastic_regression import _make_projection
+from tfp_bnn.layers.heteroscedastic_regression import _projection_kwargs_config
+from tfp_bnn.layers.heteroscedastic_regression import _split_layer_kwargs
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class HeteroscedasticClassification(keras.layers.Layer):
+    """Heteroscedastic classification head: Monte Carlo softmax of Gaussian logits.
+
+    An inner projection gives 2 * num_classes values per example, the logit
+    means f and log variances s = log sigma^2. The head draws T =
+    `num_samples` logit vectors u_t = f + exp(s / 2) * eps_t and returns
+
+        log p_c = logsumexp_t log_softmax(u_t)_c - log T,
+
+    the log of the Monte Carlo average of the softmax, computed without
+    leaving log space (finite for |f| ~ 1e3 and |s| ~ 50; s is not clipped,
+    so only s > ~170, where exp(s / 2) * eps overflows float32, breaks it).
+    As s -> -inf the output tends to log_softmax(f).
+
+    Training: the outputs are normalised log-probabilities, and softmax of
+    a log-probability vector is that vector's exp, so
+
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    on the head's output is exactly Kendall and Gal's heteroscedastic loss
+    -log (1/T) sum_t softmax(u_t)_y (their sec. 3.3).
+
+    Noise is drawn in training and at inference: the aleatoric spread is
+    part of the predictive distribution. `tfp_bnn.set_mean_mode` switches a
+    Bayesian projection to its posterior means but leaves the logit noise
+    on. Every example gets its own draws, so copies of one input stacked
+    along the batch axis are independent Monte Carlo samples; combine them
+    by averaging exp(outputs) (log-mean-exp), not the log-probabilities.
+    A call holds num_samples * rows * num_classes logits in memory.
+
+    Args:
+        num_classes: int >= 2.
+        num_samples: int >= 1, the logit draws T per example and call.
+        projection: "dense" (`keras.layers.Dense`), "flipout"
+            (`tfp_bnn.layers.DenseFlipout`) or "reparameterization"
+            (`tfp_bnn.layers.DenseReparameterization`).
+        seed: non-negative int or None; seeds the logit noise and, for a
+            Bayesian projection, its weight noise and initial weights.
+            Keras does not save random-generator state, so a loaded model
+            restarts the noise stream from `seed`.
+        return_logit_moments: if True the head returns the concatenated
+            [f, log sigma^2] instead of the log-probabilities (inspection).
+        **projection_kwargs: passed to the projection (kernel_initializer,
+            kl_weight, prior, ...), except `units`, `activation` and `seed`.
+            `name`, `dtype` and `trainable` belong to the head (dtype is
+            shared). Under mixed precision give the head dtype="float32",
+            as Keras advises for output layers: exp(s / 2) overflows float16
+            from s ~ 22.
+
+    Call arguments:
+        inputs: tensor of rank >= 2, last axis the features.
+        training: passed to the projection; the logit noise is always on.
+
+    Returns:
+        Tensor of shape `inputs.shape[:-1] + (num_classes,)` of
+        log-probabilities, or `inputs.shape[:-1] + (2 * num_classes,)`
+        [f, log sigma^2] if `return_logit_moments`.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((8,)),
+    ...                           keras.layers.Dense(32, activation="relu"),
+    ...                           HeteroscedasticClassification(10, num_samples=50)])
+    >>> model.compile(optimizer="adam",
+    ...               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> probabilities = np.exp(model.predict(x))
+    """
+
+    def __init__(self, num_classes, num_samples=100, projection="dense", seed=None,
+                 return_logit_moments=False, **kwargs):
+        own, projection_kwargs = _split_layer_kwargs(kwargs)
+        super().__init__(**own)
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"`num_classes` must be an int >= 2, got {num_classes!r}.")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"`num_samples` must be an int >= 1, got {num_samples!r}.")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+        if not isinstance(return_logit_moments, bool):
+            raise ValueError(
+                f"`return_logit_moments` must be a bool, got {return_logit_moments!r}."
+            )
+        self.num_classes = num_classes
+        self.num_samples = num_samples
+        self.seed = seed
+        self.return_logit_moments = return_logit_moments
+        self.projection = projection
+        inner_kwargs = dict(projection_kwargs)
+        if projection in ("flipout", "reparameterization"):
+            inner_kwargs["seed"] = seed
+        self.projection_layer = _make_projection(
+            projection, 2 * num_classes, self.dtype_policy, inner_kwargs
+        )
+        self._projection_kwargs = projection_kwargs
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.input_spec = keras.layers.InputSpec(min_ndim=2)
+
+    def build(self, input_shape):
+        self.projection_layer.build(input_shape)
+
+    def call(self, inputs, training=None):
+        moments = self.projection_layer(inputs, training=training)
+        if self.return_logit_moments:
+            return moments
+        mean = moments[..., : self.num_classes]
+        log_var = moments[..., self.num_classes:]
+        # (T,) + batch shape + (classes,): independent draws per example.
+        # tfp_bnn.noise names its algorithm: keras.random's default runs ~11x
+        # slower under XLA on CPU (see tfp_bnn/noise.py).
+        shape = tf.concat([[self.num_samples], tf.shape(mean)], axis=0)
+        eps = noise.normal(shape, self.compute_dtype, noise.next_seed(self.seed_generator))
+        logits = mean + ops.exp(0.5 * log_var) * eps
+        log_probs = ops.log_softmax(logits, axis=-1)
+        return ops.logsumexp(log_probs, axis=0) - math.log(self.num_samples)
+
+    def compute_output_shape(self, input_shape):
+        width = 2 * self.num_classes if self.return_logit_moments else self.num_classes
+        return tuple(input_shape[:-1]) + (width,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_classes": self.num_classes,
+                "num_samples": self.num_samples,
+                "projection": self.projection,
+                "seed": self.seed,
+                "return_logit_moments": self.return_logit_moments,
+            }
+        )
+        config.update(_projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        return config

@@ -1,0 +1,227 @@
+"""Regression head predicting a mean and a log variance per output.
+
+Kendall and Gal (2017) let the network predict its own noise level,
+[y_hat, sigma^2] = f(x) (seed 004, eq. 64), and train it with the Gaussian
+NLL written in s = log sigma^2 (eq. 66), which `tfp_bnn.losses.GaussianNLL`
+implements. This head is the last layer of such a network.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from tfp_bnn.layers.dense_flipout import DenseFlipout
+from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
+
+PROJECTIONS = {
+    "dense": keras.layers.Dense,
+    "flipout": DenseFlipout,
+    "reparameterization": DenseReparameterization,
+}
+
+# Arguments of the head itself; every other keyword goes to the projection.
+_BASE_LAYER_KWARGS = ("name", "dtype", "trainable")
+# Fixed by the head: the projection's width and its linear output.
+_RESERVED_PROJECTION_KWARGS = ("units", "activation")
+
+
+def _split_layer_kwargs(kwargs):
+    """Splits keyword arguments into (head's own, projection's)."""
+    own = {k: kwargs.pop(k) for k in _BASE_LAYER_KWARGS if k in kwargs}
+    for key in _RESERVED_PROJECTION_KWARGS:
+        if key in kwargs:
+            raise ValueError(
+                f"`{key}` cannot be passed to the projection of a heteroscedastic head "
+                f"(its width and linear output are fixed by the head), got {key}="
+                f"{kwargs[key]!r}."
+            )
+    return own, kwargs
+
+
+def _make_projection(projection, units, dtype, projection_kwargs):
+    """Builds the inner projection layer `projection` with `units` outputs."""
+    if not isinstance(projection, str) or projection not in PROJECTIONS:
+        raise ValueError(
+            f"`projection` must be one of {sorted(PROJECTIONS)}, got {projection!r}."
+        )
+    cls = PROJECTIONS[projection]
+    try:
+        return cls(units, name="projection", dtype=dtype, **projection_kwargs)
+    except TypeError as error:  # e.g. a keyword the layer's signature lacks
+        raise ValueError(
+            f"Bad keyword arguments {sorted(projection_kwargs)} for projection "
+            f"{projection!r} ({cls.__name__}): {error}"
+        ) from error
+
+
+def _projection_kwargs_config(layer, projection_kwargs):
+    """The projection's keyword arguments in serialized (plain) form.
+
+    The projection layer's own config already holds initializers, priors,
+    posteriors, regularizers... serialized; its value for each key the user
+    passed is what `from_config` hands back to the constructor.
+    """
+    inner = layer.get_config()
+    config = {}
+    for key, value in projection_kwargs.items():
+        if key in inner:
+            config[key] = inner[key]
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            config[key] = value
+        else:
+            config[key] = keras.saving.serialize_keras_object(value)
+    return config
+
+
+def _check_bound(value, argument):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{argument}` must be a finite number or None, got {value!r}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"`{argument}` must be a finite number or None, got {value!r}.")
+    return value
+
+
+def split_mean_log_variance(outputs):
+    """Splits a head's outputs [means, log variances] into (mean, s).
+
+    `tfp_bnn.losses.gaussian_nll` takes the two along a last axis of size 2,
+    so for `units` > 1 stack them per output and sum the per-output NLLs
+    (the outputs are independent Gaussians given x):
+
+        mean, s = split_mean_log_variance(y_pred)
+        nll = tf.reduce_sum(gaussian_nll(y_true, tf.stack([mean, s], -1)), -1)
+
+    with `y_true` of shape (batch, units). For `units` == 1 the head's output
+    already is [mean, s] and `GaussianNLL()` applies directly.
+
+    Args:
+        outputs: tensor whose last axis (of even size 2 * units) holds the
+            means followed by the log variances.
+
+    Returns:
+        (mean, s), each of shape `outputs.shape[:-1] + (units,)`.
+
+    Example:
+    >>> mean, log_var = split_mean_log_variance(model.predict(x))
+    >>> sigma = np.exp(0.5 * log_var)
+    """
+    outputs = ops.convert_to_tensor(outputs)
+    size = outputs.shape[-1] if len(outputs.shape) else None
+    if size is None or size % 2:
+        raise ValueError(
+            "`outputs` must have a known, even last axis [means, log variances], "
+            f"got shape {tuple(outputs.shape)}."
+        )
+    units = size // 2
+    return outputs[..., :units], outputs[..., units:]
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class HeteroscedasticRegression(keras.layers.Layer):
+    """Heteroscedastic regression head: a mean and s = log sigma^2 per output.
+
+    One inner projection maps the features to 2 * units values, read as
+    means and raw log variances (seed 004, eq. 64). Unbounded s, the default,
+    is Kendall and Gal's parameterization. Optional soft bounds keep s in a
+    range with nonzero gradients everywhere:
+
+        min and max:  s = min + (max - min) * sigmoid(raw)
+        min only:     s = min + softplus(raw)
+        max only:     s = max - softplus(-raw)
+
+    Train with `tfp_bnn.losses.GaussianNLL` (eq. 66 plus its constant) when
+    units == 1; for units > 1 see `split_mean_log_variance`. A Bayesian
+    projection adds its KL term through `add_loss`; it appears in the
+    model's `losses` and thus in the fitted objective,
+    mean NLL + kl_weight * KL with kl_weight = 1/N.
+
+    Args:
+        units: positive int, the number of regression outputs.
+        projection: "dense" (`keras.layers.Dense`), "flipout"
+            (`tfp_bnn.layers.DenseFlipout`) or "reparameterization"
+            (`tfp_bnn.layers.DenseReparameterization`).
+        min_log_variance: finite number or None, the lower bound of s.
+        max_log_variance: finite number or None, the upper bound of s;
+            must exceed `min_log_variance` when both are given.
+        **projection_kwargs: passed to the projection (kernel_initializer,
+            use_bias, kl_weight, prior, posterior, seed, ...), except
+            `units` and `activation`, which the head fixes. `name`, `dtype`
+            and `trainable` belong to the head (dtype is shared).
+
+    Call arguments:
+        inputs: tensor of rank >= 2, last axis the features.
+        training: passed to the projection.
+
+    Returns:
+        Tensor of shape `inputs.shape[:-1] + (2 * units,)`:
+        [means (units), log variances (units)].
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((8,)),
+    ...                           keras.layers.Dense(32, activation="relu"),
+    ...                           HeteroscedasticRegression(1, projection="flipout",
+    ...                                                     kl_weight=1.0 / n)])
+    >>> model.compile(optimizer="adam", loss=tfp_bnn.losses.GaussianNLL())
+    """
+
+    def __init__(self, units, projection="dense", min_log_variance=None,
+                 max_log_variance=None, **kwargs):
+        own, projection_kwargs = _split_layer_kwargs(kwargs)
+        super().__init__(**own)
+        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
+            raise ValueError(f"`units` must be a positive int, got {units!r}.")
+        self.units = units
+        self.min_log_variance = _check_bound(min_log_variance, "min_log_variance")
+        self.max_log_variance = _check_bound(max_log_variance, "max_log_variance")
+        if (self.min_log_variance is not None and self.max_log_variance is not None
+                and not self.min_log_variance < self.max_log_variance):
+            raise ValueError(
+                f"`min_log_variance` must be < `max_log_variance`, got "
+                f"min_log_variance={min_log_variance!r}, "
+                f"max_log_variance={max_log_variance!r}."
+            )
+        self.projection = projection
+        self.projection_layer = _make_projection(
+            projection, 2 * units, self.dtype_policy, projection_kwargs
+        )
+        self._projection_kwargs = projection_kwargs
+        self.input_spec = keras.layers.InputSpec(min_ndim=2)
+
+    def build(self, input_shape):
+        self.projection_layer.build(input_shape)
+
+    def _bound(self, raw):
+        low, high = self.min_log_variance, self.max_log_variance
+        if low is not None and high is not None:
+            return low + (high - low) * ops.sigmoid(raw)
+        if low is not None:
+            return low + ops.softplus(raw)
+        if high is not None:
+            return high - ops.softplus(-raw)
+        return raw
+
+    def call(self, inputs, training=None):
+        outputs = self.projection_layer(inputs, training=training)
+        mean = outputs[..., : self.units]
+        log_var = self._bound(outputs[..., self.units:])
+        return ops.concatenate([mean, log_var], axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (2 * self.units,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "projection": self.projection,
+                "min_log_variance": self.min_log_variance,
+                "max_log_variance": self.max_log_variance,
+            }
+        )
+        config.update(_projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        return config

@@ -1,0 +1,107 @@
+"""Dropout that stays on at prediction: Monte Carlo dropout."""
+
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tfp_bnn import noise
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class MCDropout(keras.layers.Layer):
+    """Dropout kept on at inference, for Monte Carlo dropout (Gal and Ghahramani 2016).
+
+    A network with dropout before its weight layers is a variational
+    approximation of a Bayesian network whose weights are the rows of M
+    switched on or off by Bernoulli variables (seed 004, eqs. 40-46 and
+    62-63). Averaging T stochastic forward passes estimates the predictive
+    mean; their spread is the epistemic uncertainty. `keras.layers.Dropout`
+    is the identity at inference, so it cannot do this; `MCDropout` drops
+    units with probability `rate` (scaling the kept ones by 1/(1-rate)) in
+    training and at inference alike.
+
+    Like the variational layers it obeys mean mode (`tfp_bnn.set_mean_mode`):
+    there it is the identity, which is standard dropout's weight-averaging
+    approximation. `tfp_bnn.predict` draws the T masks inside one traced
+    computation. For the prior length-scale, weight decay and model
+    precision that go with a dropout rate, see `tfp_bnn.mc_dropout`.
+
+    Args:
+        rate: float in [0, 1), the probability of dropping a unit.
+        noise_shape: as in `keras.layers.Dropout`: the shape of the binary
+            mask, with None entries taken from the inputs (e.g.
+            `(None, 1, channels)` drops whole channels of a sequence).
+        seed: int or None, seeds the masks.
+
+    Call arguments:
+        inputs: a tensor of any rank.
+        training: ignored for the mask (always drawn, except in mean mode
+            at inference).
+
+    Returns:
+        A tensor of the inputs' shape.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(50, activation="relu"),
+    ...                           MCDropout(0.1), keras.layers.Dense(1)])
+    """
+
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
+            math.isfinite(rate) and 0 <= rate < 1
+        ):
+            raise ValueError(f"`rate` must be a number in [0, 1), got {rate!r}.")
+        if noise_shape is not None:
+            noise_shape = tuple(noise_shape)
+            if any(d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1)
+                   for d in noise_shape):
+                raise ValueError(
+                    f"`noise_shape` entries must be positive ints or None, got {noise_shape!r}."
+                )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+        self.rate = float(rate)
+        self.noise_shape = noise_shape
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        # 1.0: masks at inference; 0.0: identity at inference (mean mode).
+        self.sampling = self.add_weight(
+            name="sampling", shape=(), dtype="float32", initializer="ones", trainable=False
+        )
+        self.supports_masking = True
+
+    def _mask_shape(self, inputs):
+        shape = tf.shape(inputs)
+        if self.noise_shape is None:
+            return shape
+        if len(self.noise_shape) != inputs.shape.rank:
+            raise ValueError(
+                f"`noise_shape` {self.noise_shape} has {len(self.noise_shape)} entries but the "
+                f"inputs have rank {inputs.shape.rank} (shape {tuple(inputs.shape)})."
+            )
+        return tf.stack([shape[i] if d is None else d for i, d in enumerate(self.noise_shape)])
+
+    def call(self, inputs, training=None):
+        inputs = ops.convert_to_tensor(inputs)
+        if self.rate == 0:
+            return inputs
+        dtype = inputs.dtype
+        seed = noise.next_seed(self.seed_generator)
+        uniform = noise.uniform(self._mask_shape(inputs), seed)
+        keep = tf.cast(uniform >= self.rate, dtype) / tf.cast(1.0 - self.rate, dtype)
+        if not training:
+            # Mean mode: keep = 1 everywhere; sampling: the drawn mask.
+            sampling = tf.cast(self.sampling, dtype)
+            keep = 1.0 + sampling * (keep - 1.0)
+        return inputs * keep
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "noise_shape": self.noise_shape, "seed": self.seed})
+        return config

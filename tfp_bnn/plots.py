@@ -1,0 +1,238 @@
+"""PNG figures for calibration, predictive bands and OOD scores.
+
+matplotlib is an optional dependency (`pip install "tfp-bnn[plots]"`) and
+is imported only when a function runs. Figures are drawn on a
+`matplotlib.figure.Figure` with its own Agg canvas, so the global pyplot
+backend and state are never touched.
+
+Every function validates its inputs, renders to a temporary file next to
+`path` and moves it onto `path` with `os.replace`: `path` is either the
+complete new PNG or left as it was.
+"""
+
+import os
+import secrets
+import statistics
+
+import numpy as np
+
+from tfp_bnn import metrics
+
+_FIGSIZE = (6.0, 4.5)  # inches
+_DPI = 100
+
+
+def _matplotlib():
+    """Returns (Figure, FigureCanvasAgg), or raises ImportError with the fix."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError(
+            'tfp_bnn.plots needs matplotlib: pip install "tfp-bnn[plots]" '
+            "(or pip install matplotlib)."
+        ) from err
+    return Figure, FigureCanvasAgg
+
+
+def _check_path(path):
+    path = os.fspath(path)
+    if not isinstance(path, str) or not path.lower().endswith(".png"):
+        raise ValueError(f"`path` must end in .png, got {path!r}.")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"The directory of `path` does not exist: {parent!r}.")
+    return path
+
+
+def _check_1d(values, name, allow_empty=False):
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got shape {values.shape}.")
+    if values.size == 0 and not allow_empty:
+        raise ValueError(f"`{name}` is empty.")
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise ValueError(f"`{name}` must be numeric, got dtype {values.dtype}.")
+    values = values.astype(np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` must be finite, got {float(values[bad][0])!r} at index "
+            f"{int(np.flatnonzero(bad)[0])}."
+        )
+    return values
+
+
+def _check_same_length(**arrays):
+    lengths = {name: len(values) for name, values in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"`{name}` {n}" for name, n in lengths.items())
+        raise ValueError(f"Mismatched lengths: {shown}.")
+
+
+def _save(draw, path):
+    """Draws on a fresh Figure and writes it atomically to `path`."""
+    Figure, FigureCanvasAgg = _matplotlib()
+    figure = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    FigureCanvasAgg(figure)
+    draw(figure)
+    directory, name = os.path.split(os.path.abspath(path))
+    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+    try:
+        # "xb" creates the file with the usual umask permissions and never
+        # overwrites someone else's file.
+        with open(temporary, "xb") as stream:
+            figure.savefig(stream, format="png", dpi=_DPI)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    return path
+
+
+def reliability_diagram(labels, probs, path, num_bins: int = 15, title=None) -> str:
+    """Writes a reliability diagram: accuracy per confidence bin vs the diagonal.
+
+    Bars show the accuracy of each non-empty bin of `metrics.reliability_curve`
+    (right-closed equal-width bins); a perfectly calibrated model follows the
+    dashed diagonal. The legend gives the ECE (Guo et al. 2017).
+
+    Args:
+        labels: integer class ids, shape [n] or [n, 1].
+        probs: predictive probabilities, shape [n, K], rows summing to 1.
+        path: where to write the PNG; must end in .png, its directory must exist.
+        num_bins: number of confidence bins, an int >= 1.
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+
+    Example:
+    >>> reliability_diagram(y_test, probs, "figures/reliability.png")
+    """
+    path = _check_path(path)
+    curve = metrics.reliability_curve(labels, probs, num_bins)
+    ece = metrics.expected_calibration_error(labels, probs, num_bins)
+
+    def draw(figure):
+        ax = figure.add_subplot()
+        filled = curve.counts > 0
+        widths = np.diff(curve.edges)
+        ax.bar(curve.edges[:-1][filled], curve.accuracy[filled], width=widths[filled],
+               align="edge", edgecolor="black", alpha=0.8, label=f"accuracy (ECE = {ece:.3f})")
+        ax.plot([0.0, 1.0], [0.0, 1.0], "k--", label="perfect calibration")
+        ax.set_xlim(0.0, 1.0)
+        ax.set_ylim(0.0, 1.0)
+        ax.set_xlabel("confidence")
+        ax.set_ylabel("accuracy")
+        ax.set_title(title if title is not None else "Reliability diagram")
+        ax.legend(loc="upper left")
+
+    return _save(draw, path)
+
+
+def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_train=None,
+                    title=None) -> str:
+    """Writes a 1-D regression plot with central Gaussian predictive bands.
+
+    For each level l the band is mean +/- z std with z = Phi^-1(0.5 + l/2),
+    the central interval holding probability l under N(mean, std^2) (z = 1.96
+    for 0.95). Points are drawn sorted by x.
+
+    Args:
+        x: inputs, 1-D, length n.
+        y: observed targets at `x`, 1-D, length n.
+        mean: predictive means at `x`, 1-D, length n.
+        std: predictive standard deviations at `x`, 1-D, length n, >= 0.
+        path: where to write the PNG; must end in .png, its directory must exist.
+        levels: central probabilities of the bands, each in (0, 1).
+        x_train: optional training inputs, drawn as distinct markers.
+        y_train: training targets; given exactly when `x_train` is.
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+
+    Example:
+    >>> regression_band(x_test, y_test, mu, sigma, "band.png", x_train=x, y_train=y)
+    """
+    path = _check_path(path)
+    x, y = _check_1d(x, "x"), _check_1d(y, "y")
+    mean, std = _check_1d(mean, "mean"), _check_1d(std, "std")
+    _check_same_length(x=x, y=y, mean=mean, std=std)
+    if np.any(std < 0):
+        raise ValueError(f"`std` must be >= 0, got {float(std[std < 0][0])!r}.")
+    levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    if levels.ndim != 1 or levels.size == 0 or not np.all((levels > 0) & (levels < 1)):
+        raise ValueError(f"`levels` must be probabilities in (0, 1), got {levels.tolist()}.")
+    if (x_train is None) != (y_train is None):
+        raise ValueError("Pass both `x_train` and `y_train`, or neither.")
+    if x_train is not None:
+        x_train, y_train = _check_1d(x_train, "x_train"), _check_1d(y_train, "y_train")
+        _check_same_length(x_train=x_train, y_train=y_train)
+    order = np.argsort(x, kind="stable")
+    x, y, mean, std = x[order], y[order], mean[order], std[order]
+    normal = statistics.NormalDist()
+    half_widths = {float(level): normal.inv_cdf(0.5 + level / 2) for level in levels}
+
+    def draw(figure):
+        ax = figure.add_subplot()
+        # Widest band first so the narrower, darker ones stay visible on top.
+        for level in sorted(half_widths, reverse=True):
+            z = half_widths[level]
+            ax.fill_between(x, mean - z * std, mean + z * std, color="C0",
+                            alpha=0.15 + 0.25 * (1 - level), linewidth=0,
+                            label=f"{100 * level:g}% band")
+        ax.plot(x, mean, color="C0", label="predictive mean")
+        ax.scatter(x, y, s=8, color="C1", label="data")
+        if x_train is not None:
+            ax.scatter(x_train, y_train, s=14, marker="x", color="black", label="training data")
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        ax.set_title(title if title is not None else "Predictive distribution")
+        ax.legend(loc="best")
+
+    return _save(draw, path)
+
+
+def uncertainty_histograms(scores_in, scores_out, path, score_name="predictive entropy",
+                           bins: int = 30) -> str:
+    """Writes overlaid histograms of an OOD score on in- and out-of-distribution data.
+
+    Both histograms share bin edges and are normalised to densities, so sets
+    of different sizes compare. The title gives the AUROC of the score for
+    telling OOD inputs (positives, higher score) from in-distribution ones.
+
+    Args:
+        scores_in: scores of in-distribution inputs, 1-D, finite, non-empty.
+        scores_out: scores of out-of-distribution inputs, 1-D, finite, non-empty.
+        path: where to write the PNG; must end in .png, its directory must exist.
+        score_name: label of the x axis.
+        bins: number of shared histogram bins, an int >= 1.
+
+    Returns:
+        `path`, as a string.
+
+    Example:
+    >>> uncertainty_histograms(entropy_test, entropy_ood, "ood.png")
+    """
+    path = _check_path(path)
+    area = metrics.auroc(scores_in, scores_out)
+    scores_in, scores_out = np.asarray(scores_in, np.float64), np.asarray(scores_out, np.float64)
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"`bins` must be an int >= 1, got {bins!r}.")
+    edges = np.histogram_bin_edges(np.concatenate([scores_in, scores_out]), bins=int(bins))
+
+    def draw(figure):
+        ax = figure.add_subplot()
+        ax.hist(scores_in, bins=edges, density=True, alpha=0.5, color="C0",
+                label=f"in-distribution (n = {scores_in.size})")
+        ax.hist(scores_out, bins=edges, density=True, alpha=0.5, color="C3",
+                label=f"out-of-distribution (n = {scores_out.size})")
+        ax.set_xlabel(score_name)
+        ax.set_ylabel("density")
+        ax.set_title(f"{score_name}: AUROC = {area:.3f}")
+        ax.legend(loc="best")
+
+    return _save(draw, path)

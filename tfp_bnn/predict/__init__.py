@@ -1,0 +1,29 @@
+"""Monte Carlo prediction and uncertainty decomposition.
+
+- `sample(model, x, T)`: the T sampled outputs, [T, N, ...].
+- `regression(model, x, T)`: predictive mean, epistemic / aleatoric / total
+  variance (seed 004, eq. 67), log-likelihood (eq. 49), RMSE, prediction
+  intervals and their coverage.
+- `classification(model, x, T)`: predictive probabilities, predictive
+  entropy, expected entropy and mutual information; NLL, accuracy, Brier,
+  ECE, OOD AUROC.
+
+None of them calls the model T times from Python: the weight samples are
+drawn inside traced calls, in chunks (see `tfp_bnn.predict.engine`).
+"""
+
+from tfp_bnn.predict.classification import ClassificationPrediction
+from tfp_bnn.predict.classification import classification
+from tfp_bnn.predict.engine import MonteCarloRunner
+from tfp_bnn.predict.regression import RegressionPrediction
+from tfp_bnn.predict.regression import regression
+from tfp_bnn.predict.sampling import sample
+
+__all__ = [
+    "ClassificationPrediction",
+    "MonteCarloRunner",
+    "RegressionPrediction",
+    "classification",
+    "regression",
+    "sample",
+]

@@ -1,0 +1,177 @@
+"""Monte Carlo forward passes: T weight samples in a few traced calls.
+
+`tfp_bnn.predict` never loops over T model calls in Python. For a chunk of S
+weight samples it
+
+1. draws the S samples of every variational layer's weights in one traced
+   function (`BayesianLayer.predictive_samples`), once for all inputs, and
+2. for each chunk of B inputs, tiles the inputs S times along the batch axis
+   and calls the model once inside `sample_trace(S)`, where each variational
+   layer applies weight sample s to tile s (one batched matmul for Dense);
+   dropout, local reparameterization and deterministic layers act row by
+   row, which is already right for tiled rows (see `layers/tracing.py`).
+
+So every input meets the same T networks, the random numbers cost T times
+the weight count once per prediction (not once per input chunk), and memory
+per call is bounded by `max_rows` = S * B tiled rows.
+"""
+
+import math
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.tracing import sample_trace
+
+DEFAULT_BATCH_SIZE = 1024
+DEFAULT_MAX_ROWS = 16384
+
+
+def _check_positive_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+
+
+def as_arrays(inputs):
+    """The inputs as a nest of arrays/tensors, their flat leaves and their count N."""
+    leaves = tf.nest.flatten(inputs)
+    if not leaves:
+        raise ValueError("`x` is empty: no input arrays were given.")
+    converted = []
+    for leaf in leaves:
+        if not isinstance(leaf, (np.ndarray, tf.Tensor)):
+            leaf = np.asarray(leaf)
+        if len(leaf.shape) == 0:
+            raise ValueError(
+                f"Inputs need a batch axis; got a scalar {leaf!r}."
+            )
+        converted.append(leaf)
+    counts = {int(leaf.shape[0]) for leaf in converted}
+    if len(counts) != 1:
+        raise ValueError(
+            f"All input arrays must have the same number of examples, got {sorted(counts)}."
+        )
+    count = counts.pop()
+    if count == 0:
+        raise ValueError("`x` has no examples (its first axis has length 0).")
+    return tf.nest.pack_sequence_as(inputs, converted), converted, count
+
+
+def sample_chunks(num_samples, samples_per_call):
+    """Balanced chunk sizes that add up to num_samples, none above samples_per_call."""
+    calls = math.ceil(num_samples / samples_per_call)
+    base, extra = divmod(num_samples, calls)
+    return [base + 1] * extra + [base] * (calls - extra)
+
+
+class MonteCarloRunner:
+    """Traced functions that run `model` on S weight samples at once.
+
+    Args:
+        model: a built Keras model (or layer) made of any layers; the
+            stochastic ones are tfp_bnn's variational layers and `MCDropout`.
+        jit_compile: compile the model calls with XLA.
+    """
+
+    def __init__(self, model, jit_compile=False):
+        self.model = model
+        self.layers = [
+            layer for layer in model._flatten_layers(include_self=True)
+            if isinstance(layer, BayesianLayer)
+        ]
+        # The draws are XLA-compiled whatever `jit_compile` says: XLA fuses
+        # loc + scale * eps into one pass and its ThreeFry/erfinv normals are
+        # faster on CPU than TensorFlow's Philox kernel (T = 100 samples of a
+        # 784-400-400-10 MLP's weights: 0.13 s against 0.6 s on 2 cores).
+        self._draw = tf.function(self._draw_impl, jit_compile=True)
+        self._call = tf.function(self._call_impl, jit_compile=jit_compile,
+                                 reduce_retracing=True)
+
+    def _draw_impl(self, num_samples):
+        return [layer.predictive_samples(num_samples) for layer in self.layers]
+
+    def _call_impl(self, inputs, draws, num_samples):
+        def tile(x):
+            x = tf.convert_to_tensor(x)
+            multiples = tf.concat([[num_samples], tf.ones([x.shape.rank - 1], tf.int32)], 0)
+            return tf.tile(x, multiples)
+
+        batch = tf.shape(tf.nest.flatten(inputs)[0])[0]
+        tiled = tf.nest.map_structure(tile, inputs)
+        by_layer = {id(layer): draw for layer, draw in zip(self.layers, draws)}
+        with sample_trace(num_samples, by_layer):
+            outputs = self.model(tiled, training=False)
+
+        def split(y):
+            y = tf.convert_to_tensor(y)
+            return tf.reshape(y, tf.concat([[num_samples, batch], tf.shape(y)[1:]], 0))
+
+        return tf.nest.map_structure(split, outputs)
+
+    def draw(self, num_samples):
+        """Weight samples of every variational layer for one chunk of samples."""
+        return self._draw(num_samples)
+
+    def call(self, inputs, draws, num_samples):
+        """Model outputs [S, B, ...] for inputs [B, ...] under the drawn samples."""
+        return self._call(inputs, draws, num_samples)
+
+
+_RUNNERS = weakref.WeakKeyDictionary()
+
+
+def runner_for(model, jit_compile=False):
+    """The model's cached `MonteCarloRunner` (its traces are reused across calls)."""
+    runners = _RUNNERS.setdefault(model, {})
+    if jit_compile not in runners:
+        runners[jit_compile] = MonteCarloRunner(model, jit_compile=jit_compile)
+    return runners[jit_compile]
+
+
+def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
+        max_rows=DEFAULT_MAX_ROWS, jit_compile=False, runner=None):
+    """Feeds every (sample chunk, input chunk) of Monte Carlo outputs to `consume`.
+
+    Args:
+        model: the Keras model.
+        x: inputs (array, tensor, or a list/dict of them), N examples.
+        num_samples: T >= 1.
+        consume: called as consume(t0, t1, n0, n1, outputs) with outputs a
+            nest of numpy arrays [t1 - t0, n1 - n0, ...].
+        batch_size: inputs per call (default min(N, 1024)).
+        samples_per_call: weight samples per call (default: as many as fit
+            in `max_rows` tiled rows with `batch_size`, at least 1).
+        max_rows: bound on samples_per_call * batch_size when
+            samples_per_call is not given.
+        jit_compile: XLA-compile the traced functions.
+        runner: a `MonteCarloRunner`; by default the model's cached one.
+
+    Returns:
+        N.
+    """
+    _check_positive_int("num_samples", num_samples)
+    _check_positive_int("batch_size", batch_size, allow_none=True)
+    _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
+    _check_positive_int("max_rows", max_rows)
+    x, leaves, count = as_arrays(x)
+    if not getattr(model, "built", True):
+        raise ValueError("The model is not built; call it on data or build it first.")
+    batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
+    if samples_per_call is None:
+        samples_per_call = max(1, max_rows // batch_size)
+    samples_per_call = min(num_samples, samples_per_call)
+    runner = runner or runner_for(model, bool(jit_compile))
+    t0 = 0
+    for size in sample_chunks(num_samples, samples_per_call):
+        draws = runner.draw(size)
+        for n0 in range(0, count, batch_size):
+            n1 = min(count, n0 + batch_size)
+            chunk = tf.nest.pack_sequence_as(x, [leaf[n0:n1] for leaf in leaves])
+            outputs = runner.call(chunk, draws, size)
+            consume(t0, t0 + size, n0, n1, tf.nest.map_structure(np.asarray, outputs))
+        t0 += size
+    return count

@@ -1,0 +1,56 @@
+"""Raw Monte Carlo samples of a model's outputs."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_bnn.predict import engine
+
+
+def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
+           max_rows=engine.DEFAULT_MAX_ROWS, jit_compile=False):
+    """T Monte Carlo samples of the model's outputs, without a loop of T calls.
+
+    The T weight samples (and dropout masks) are drawn inside traced calls,
+    in chunks of `samples_per_call` samples times `batch_size` inputs (see
+    `tfp_bnn.predict.engine`), so memory per call stays bounded however
+    large T * N is; the returned array itself holds T * N outputs.
+
+    Args:
+        model: a built Keras model with tfp_bnn stochastic layers (any other
+            layers are fine; a model without stochastic layers gives T equal
+            samples).
+        x: inputs: an array or tensor of N examples, or a list/dict of them
+            for a multi-input model.
+        num_samples: T >= 1.
+        batch_size: inputs per traced call (default min(N, 1024)).
+        samples_per_call: weight samples per traced call (default: as many as
+            keep samples_per_call * batch_size <= max_rows).
+        max_rows: memory bound in tiled rows per call, used for the default
+            samples_per_call.
+        jit_compile: compile the traced calls with XLA.
+
+    Returns:
+        numpy array(s) of shape [T, N, ...], with the structure of the
+        model's outputs.
+
+    Example:
+    >>> draws = tfp_bnn.predict.sample(model, x_test, num_samples=100)
+    >>> draws.mean(axis=0)  # the Monte Carlo predictive mean
+    """
+    _, _, count = engine.as_arrays(x)
+    store = {}
+
+    def consume(t0, t1, n0, n1, outputs):
+        leaves = tf.nest.flatten(outputs)
+        if "leaves" not in store:
+            store["structure"] = outputs
+            store["leaves"] = [
+                np.empty((num_samples, count) + leaf.shape[2:], leaf.dtype)
+                for leaf in leaves
+            ]
+        for target, leaf in zip(store["leaves"], leaves):
+            target[t0:t1, n0:n1] = leaf
+
+    engine.run(model, x, num_samples, consume, batch_size=batch_size,
+               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile)
+    return tf.nest.pack_sequence_as(store["structure"], store["leaves"])
