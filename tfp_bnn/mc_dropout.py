@@ -19,10 +19,11 @@ eq. 54).
 """
 
 import math
+import numbers
 
 
 def _check(name, value, low=0.0, low_open=True, high=None):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"`{name}` must be a finite number, got {value!r}.")
     if (low_open and value <= low) or (not low_open and value < low):
         bound = ">" if low_open else ">="
@@ -33,7 +34,8 @@ def _check(name, value, low=0.0, low_open=True, high=None):
 
 
 def _check_count(num_examples):
-    if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
+    if (isinstance(num_examples, bool) or not isinstance(num_examples, numbers.Integral)
+            or num_examples < 1):
         raise ValueError(f"`num_examples` must be an int >= 1, got {num_examples!r}.")
 
 
@@ -57,6 +59,7 @@ def weight_decay(length_scale, dropout_rate, num_examples, precision):
     length_scale = _check("length_scale", length_scale)
     dropout_rate = _check("dropout_rate", dropout_rate, low_open=False, high=1.0)
     _check_count(num_examples)
+    num_examples = int(num_examples)
     precision = _check("precision", precision)
     return length_scale**2 * (1.0 - dropout_rate) / (2.0 * num_examples * precision)
 
@@ -80,5 +83,6 @@ def model_precision(length_scale, dropout_rate, num_examples, weight_decay):
     length_scale = _check("length_scale", length_scale)
     dropout_rate = _check("dropout_rate", dropout_rate, low_open=False, high=1.0)
     _check_count(num_examples)
+    num_examples = int(num_examples)
     weight_decay = _check("weight_decay", weight_decay)
     return length_scale**2 * (1.0 - dropout_rate) / (2.0 * num_examples * weight_decay)

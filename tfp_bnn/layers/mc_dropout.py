@@ -1,6 +1,7 @@
 """Dropout that stays on at prediction: Monte Carlo dropout."""
 
 import math
+import numbers
 
 import keras
 import tensorflow as tf
@@ -50,38 +51,48 @@ class MCDropout(keras.layers.Layer):
 
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
+        if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not (
             math.isfinite(rate) and 0 <= rate < 1
         ):
             raise ValueError(f"`rate` must be a number in [0, 1), got {rate!r}.")
         if noise_shape is not None:
-            noise_shape = tuple(noise_shape)
-            if any(d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1)
+            noise_shape = tuple(None if d is None else d for d in noise_shape)
+            if any(d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1)
                    for d in noise_shape):
                 raise ValueError(
                     f"`noise_shape` entries must be positive ints or None, got {noise_shape!r}."
                 )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
+        ):
             raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
         self.rate = float(rate)
+        if noise_shape is not None:
+            noise_shape = tuple(None if d is None else int(d) for d in noise_shape)
         self.noise_shape = noise_shape
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.seed = None if seed is None else int(seed)
+        self.seed_generator = keras.random.SeedGenerator(self.seed)
         # 1.0: masks at inference; 0.0: identity at inference (mean mode).
         self.sampling = self.add_weight(
             name="sampling", shape=(), dtype="float32", initializer="ones", trainable=False
         )
         self.supports_masking = True
 
+    def build(self, input_shape):
+        self._check_noise_shape(len(input_shape), input_shape)
+
+    def _check_noise_shape(self, rank, shape):
+        if self.noise_shape is not None and len(self.noise_shape) != rank:
+            raise ValueError(
+                f"`noise_shape` {self.noise_shape} has {len(self.noise_shape)} entries but the "
+                f"inputs have rank {rank} (shape {tuple(shape)})."
+            )
+
     def _mask_shape(self, inputs):
         shape = tf.shape(inputs)
         if self.noise_shape is None:
             return shape
-        if len(self.noise_shape) != inputs.shape.rank:
-            raise ValueError(
-                f"`noise_shape` {self.noise_shape} has {len(self.noise_shape)} entries but the "
-                f"inputs have rank {inputs.shape.rank} (shape {tuple(inputs.shape)})."
-            )
+        self._check_noise_shape(inputs.shape.rank, inputs.shape)
         return tf.stack([shape[i] if d is None else d for i, d in enumerate(self.noise_shape)])
 
     def call(self, inputs, training=None):

@@ -1,0 +1,165 @@
+"""Monte Carlo prediction speed: tfp_bnn.predict against a loop of model calls.
+
+    python benchmarks/predict.py           # ~3-5 minutes on 2 CPU cores
+    python benchmarks/predict.py --quick   # smoke run, small sizes
+
+Model: the 784-400-400-10 MLP of tfp_bnn `DenseFlipout` layers (relu, logits
+out), T = 100 samples, random MNIST-shaped inputs. Measured in one run, in
+interleaved rounds, medians reported (see `_timing.py`):
+
+(a) Serving latency on one batch of 32 inputs:
+    - baseline: a Python loop of 100 `model.predict(x)` calls, what TFP's
+      own probabilistic-layers example does to get Monte Carlo samples;
+    - `tfp_bnn.predict.sample(model, x, 100)` (the Python API);
+    - the SavedModel of `tfp_bnn.export.export_predictive`, loaded with
+      `tf.saved_model.load`, `serve(x, 100)` (probabilities, entropies).
+    Target: baseline / ours >= 10.
+
+(b) Throughput on 10,000 inputs:
+    - floor: the same MLP built from `keras.layers.Dense`, its compiled
+      forward pass over the 10,000 inputs run 100 times;
+    - `tfp_bnn.predict.sample(model, x, 100)` and
+      `tfp_bnn.predict.classification(model, x, 100)` (with the summaries).
+    Target: ours / floor <= 2.0.
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import _timing  # noqa: E402
+import tfp_bnn  # noqa: E402
+
+INPUT_DIM = 784
+HIDDEN = (400, 400)
+CLASSES = 10
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=100, help="T")
+    parser.add_argument("--latency-batch", type=int, default=32)
+    parser.add_argument("--throughput-inputs", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, 1 round")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.samples, args.throughput_inputs, args.repeats = 5, 300, 1
+    for name in ("samples", "latency_batch", "throughput_inputs", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+def mlp(layer_fn):
+    return keras.Sequential(
+        [keras.Input((INPUT_DIM,))]
+        + [layer_fn(units, "relu") for units in HIDDEN]
+        + [layer_fn(CLASSES, None)]
+    )
+
+
+def timed(name, operation):
+    """A `_timing.Variant` whose one step is one call of `operation`."""
+
+    def run(steps):
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            operation()
+            times.append(time.perf_counter() - start)
+        return times
+
+    return _timing.Variant(name, run)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    keras.utils.set_random_seed(args.seed)
+    tf.get_logger().setLevel("ERROR")
+    samples = args.samples
+    print(f"== Monte Carlo prediction benchmark: 784-400-400-10 DenseFlipout MLP, T = {samples} ==")
+    for line in _timing.machine_info():
+        print(line)
+    rng = np.random.default_rng(args.seed)
+    x_small = rng.random((args.latency_batch, INPUT_DIM), dtype=np.float32)
+    x_large = rng.random((args.throughput_inputs, INPUT_DIM), dtype=np.float32)
+
+    seeds = iter(range(1, 100))
+    flipout = mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
+        units, activation=act, kl_weight=1e-4, seed=next(seeds)))
+    dense = mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+    dense_forward = tf.function(lambda x: dense(x, training=False))
+    x_large_tensor = tf.constant(x_large)
+
+    export_dir = tempfile.mkdtemp(prefix="tfp_bnn_bench_")
+    path = os.path.join(export_dir, "predictive")
+    tfp_bnn.export.export_predictive(flipout, path, task="classification")
+    served = tf.saved_model.load(path)
+    num = tf.constant(samples)
+
+    def predict_loop():
+        return np.stack([flipout.predict(x_small, verbose=0) for _ in range(samples)])
+
+    def dense_floor():
+        for _ in range(samples):
+            dense_forward(x_large_tensor).numpy()
+
+    latency = {
+        "loop": timed(f"loop of {samples} model.predict(x)", predict_loop),
+        "sample": timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                        lambda: tfp_bnn.predict.sample(flipout, x_small, samples)),
+        "served": timed(f"exported SavedModel serve(x, {samples})",
+                        lambda: served.serve(x_small, num)["probabilities"].numpy()),
+    }
+    throughput = {
+        "floor": timed(f"keras Dense forward x {samples}", dense_floor),
+        "sample": timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                        lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
+        "classification": timed(f"tfp_bnn.predict.classification(model, x, {samples})",
+                                lambda: tfp_bnn.predict.classification(flipout, x_large,
+                                                                       samples)),
+    }
+    variants = list(latency.values()) + list(throughput.values())
+    for variant in variants:
+        print(f"  warming up {variant.name} ...", flush=True)
+        variant.warm_up(1)
+    # Two calls per round: the first of each call is dropped by Variant.run.
+    _timing.run_round_robin(variants, args.repeats, 2, log=lambda m: print(m, flush=True))
+
+    print()
+    print(_timing.format_table(
+        f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
+        list(latency.values()), baseline=latency["loop"]))
+    print()
+    print(_timing.format_table(
+        f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
+        list(throughput.values()), baseline=throughput["floor"]))
+    print()
+    print(_timing.ratio_line("ratio loop of predict / tfp_bnn.predict.sample [latency]",
+                             latency["loop"], latency["sample"], (">=", 10)))
+    print(_timing.ratio_line("ratio loop of predict / exported serve [latency]",
+                             latency["loop"], latency["served"], (">=", 10)))
+    print(_timing.ratio_line("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
+                             throughput["sample"], throughput["floor"], ("<=", 2.0)))
+    print(_timing.ratio_line("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
+                             throughput["classification"], throughput["floor"], ("<=", 2.0)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
