@@ -12,25 +12,20 @@ saved in `.keras` files, and captured by an exported SavedModel.
 
 import contextlib
 
-from tfp_bnn.layers.base import BayesianLayer
-from tfp_bnn.layers.mc_dropout import MCDropout
+def _is_stochastic(layer):
+    """A layer with a mean-mode switch: it says so with `stochastic_layer = True`.
 
-# Layers with a `sampling` switch: variational layers and Monte Carlo dropout.
-_STOCHASTIC = (BayesianLayer, MCDropout)
+    The variational layers (`BayesianLayer`), `MCDropout` and the node-based
+    layers set that class attribute and own a `sampling` variable.
+    """
+    return getattr(type(layer), "stochastic_layer", False) and hasattr(layer, "sampling")
 
 
 def bayesian_layers(model):
-    """The stochastic layers in `model` (a layer or model), nested ones included.
-
-    Those are the variational layers (`BayesianLayer`) and `MCDropout`: the
-    layers with a mean-mode switch.
-    """
-    if isinstance(model, _STOCHASTIC):
+    """The stochastic layers in `model` (a layer or model), nested ones included."""
+    if _is_stochastic(model):
         return [model]
-    return [
-        layer for layer in model._flatten_layers(include_self=False)
-        if isinstance(layer, _STOCHASTIC)
-    ]
+    return [layer for layer in model._flatten_layers(include_self=False) if _is_stochastic(layer)]
 
 
 def set_mean_mode(model, enabled=True):

@@ -3,7 +3,6 @@
 import keras
 
 from tfp_bnn.callbacks import kl_schedules
-from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.modes import bayesian_layers
 
 
@@ -67,8 +66,9 @@ class KLScheduler(keras.callbacks.Callback):
 
     def set_model(self, model):
         super().set_model(model)
-        # Only variational layers carry a KL (MC dropout has none).
-        self._layers = [l for l in bayesian_layers(model) if isinstance(l, BayesianLayer)]
+        # The layers that carry a KL own a `kl_weight` variable (variational and
+        # node-based layers; MC dropout has none).
+        self._layers = [layer for layer in bayesian_layers(model) if hasattr(layer, "kl_weight")]
         for layer in self._layers:
             layer._kl_weight_managed = True
         self._last_value = None

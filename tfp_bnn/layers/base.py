@@ -76,6 +76,9 @@ class BayesianLayer(keras.layers.Layer):
         seed: int or None; seeds the weight noise and the initial weights.
     """
 
+    # Has a `sampling` switch that tfp_bnn.set_mean_mode turns (tfp_bnn/modes.py).
+    stochastic_layer = True
+
     def __init__(
         self,
         activation=None,

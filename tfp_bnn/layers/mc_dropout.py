@@ -49,6 +49,9 @@ class MCDropout(keras.layers.Layer):
     ...                           MCDropout(0.1), keras.layers.Dense(1)])
     """
 
+    # Has a `sampling` switch that tfp_bnn.set_mean_mode turns (tfp_bnn/modes.py).
+    stochastic_layer = True
+
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not (
