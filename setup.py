@@ -41,9 +41,12 @@ setup(
         # matplotlib draws the PNG plots of tfp_bnn.plots: an optional
         # dependency, since training and prediction do not need it.
         "plots": ["matplotlib"],
+        # scikit-learn ships the 8x8 digits (no download) that the node-BNN
+        # zoo models and the covariate-shift evaluation use.
+        "digits": ["scikit-learn"],
         # tf_keras + tfp.layers are the reference the parity tests compare
-        # with; matplotlib for the plot tests.
-        "test": ["pytest", "tf-keras", "matplotlib"],
+        # with; matplotlib for the plot tests; scikit-learn for the digits.
+        "test": ["pytest", "tf-keras", "matplotlib", "scikit-learn"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

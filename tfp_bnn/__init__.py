@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from tfp_bnn import callbacks
 from tfp_bnn import data
 from tfp_bnn import export
+from tfp_bnn import flows
 from tfp_bnn import layers
 from tfp_bnn import losses
 from tfp_bnn import mc_dropout
@@ -29,6 +30,7 @@ __all__ = [
     "callbacks",
     "data",
     "export",
+    "flows",
     "is_mean_mode",
     "layers",
     "losses",

@@ -38,7 +38,11 @@ def seeded_initializer(identifier, seed):
     return initializer
 
 
-PosteriorDraw = collections.namedtuple("PosteriorDraw", ["prepared", "perturbation", "kl"])
+# log_prob: log q(mean + perturbation), summed, for posteriors whose density is
+# not element-wise (flows); the layer's Monte Carlo KL then uses it.
+PosteriorDraw = collections.namedtuple(
+    "PosteriorDraw", ["prepared", "perturbation", "kl", "log_prob"], defaults=(None,)
+)
 
 def _draw_terms(loc, rho, seed, dtype, prior, with_noise):
     """Mean-field terms of one call: scale, scale * eps and the closed-form KL.
@@ -226,13 +230,17 @@ class MeanFieldNormal(Posterior):
         return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev}
 
 
-_POSTERIORS = {"mean_field_normal": MeanFieldNormal}
+# FlowPosterior builds on the classes above, so it is imported after them.
+from tfp_bnn.flow_posterior import FlowPosterior  # noqa: E402
+
+_POSTERIORS = {"mean_field_normal": MeanFieldNormal, "flow": FlowPosterior}
 
 
 def get(identifier):
     """Resolves `identifier` to a `Posterior`.
 
-    Accepts a `Posterior`, `None` (the `MeanFieldNormal` default), the name
-    `"mean_field_normal"`, or a serialized dict.
+    Accepts a `Posterior`, `None` (the `MeanFieldNormal` default), a name
+    from `{"mean_field_normal", "flow"}` (default arguments), or a serialized
+    dict.
     """
     return resolve(identifier, Posterior, _POSTERIORS, "posterior", default=MeanFieldNormal)

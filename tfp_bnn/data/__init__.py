@@ -1,5 +1,10 @@
 """Dataset loaders, the small embedded datasets, and the benchmark protocol."""
 
+from tfp_bnn.data import corruptions
+from tfp_bnn.data.corruptions import CORRUPTIONS
+from tfp_bnn.data.corruptions import corrupt
+from tfp_bnn.data.digits import load_digits
+from tfp_bnn.data.digits import stratified_split
 from tfp_bnn.data.uci import Standardizer
 from tfp_bnn.data.uci import concrete_path
 from tfp_bnn.data.uci import load_concrete
@@ -7,9 +12,14 @@ from tfp_bnn.data.uci import read_table
 from tfp_bnn.data.uci import train_test_split
 
 __all__ = [
+    "CORRUPTIONS",
     "Standardizer",
     "concrete_path",
+    "corrupt",
+    "corruptions",
     "load_concrete",
+    "load_digits",
     "read_table",
+    "stratified_split",
     "train_test_split",
 ]

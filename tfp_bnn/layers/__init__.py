@@ -9,6 +9,9 @@ from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
 from tfp_bnn.layers.mc_dropout import MCDropout
+from tfp_bnn.layers.node_base import NodeLayer
+from tfp_bnn.layers.node_conv2d import NodeConv2D
+from tfp_bnn.layers.node_dense import NodeDense
 
 __all__ = [
     "BayesianLayer",
@@ -20,4 +23,7 @@ __all__ = [
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
     "MCDropout",
+    "NodeConv2D",
+    "NodeDense",
+    "NodeLayer",
 ]

@@ -287,8 +287,10 @@ class BayesianLayer(keras.layers.Layer):
             return draw.kl
         mean = tf.cast(self.posterior.mean(draw.prepared), "float32")
         sample = mean + tf.cast(draw.perturbation, "float32")
-        q = self.posterior.distribution(draw.prepared)
         p = self.prior.element_distribution("float32")
+        if draw.log_prob is not None:  # log q of the whole sample (e.g. a flow posterior)
+            return draw.log_prob - tf.reduce_sum(p.log_prob(sample))
+        q = self.posterior.distribution(draw.prepared)
         return tf.reduce_sum(q.log_prob(sample) - p.log_prob(sample))
 
     def _add_kl(self, inputs, training, kernel_draw, bias_draw):

@@ -1,0 +1,84 @@
+"""Batch normalization as a flow (Dinh et al. 2017; seed 001, batch norm)."""
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn.flows import _common
+
+tfb = tfp.bijectors
+
+
+class BatchNormFlow(tfb.Bijector):
+    """y = exp(log_scale) * (z - mean) / sqrt(variance + epsilon) + shift.
+
+    An element-wise affine map for given statistics (seed 001):
+
+        log|det J| = sum_i (log_scale_i - log(variance_i + epsilon) / 2),
+        z = (y - shift) exp(-log_scale) sqrt(variance + epsilon) + mean.
+
+    The scale is exp(log_scale) > 0, so the map is invertible for every real
+    log_scale. Which statistics to use (the batch's in training, moving
+    averages at inference) is the owning layer's business
+    (`tfp_bnn.flows.NormalizingFlow`); the bijector only does the math.
+
+    Args:
+        mean: [D] (or broadcastable) centre.
+        variance: [D] non-negative variance.
+        log_scale: [D] log of the output scale.
+        shift: [D] output offset.
+        epsilon: added to the variance, > 0.
+        validate_args: passed to `tfp.bijectors.Bijector`.
+        name: name scope.
+
+    Example:
+    >>> bij = BatchNormFlow(mean=[1.0], variance=[4.0], log_scale=[0.0], shift=[0.0])
+    >>> bij.forward([[3.0]])  # (3 - 1) / sqrt(4 + 1e-3)
+    """
+
+    def __init__(self, mean, variance, log_scale, shift, epsilon=1e-3, validate_args=False,
+                 name="batch_norm_flow"):
+        parameters = dict(locals())
+        epsilon = float(epsilon)
+        if not epsilon > 0.0:
+            raise ValueError(f"`epsilon` must be > 0, got {epsilon!r}.")
+        with tf.name_scope(name) as name:
+            params = _common.as_tensors(tf.float32, mean=mean, variance=variance,
+                                        log_scale=log_scale, shift=shift)
+            self._mean = params["mean"]
+            self._variance = params["variance"]
+            self._log_scale = params["log_scale"]
+            self._shift = params["shift"]
+            self._epsilon = epsilon
+            super().__init__(
+                forward_min_event_ndims=1,
+                dtype=self._mean.dtype,
+                validate_args=validate_args,
+                parameters=parameters,
+                name=name,
+            )
+
+    @classmethod
+    def _parameter_properties(cls, dtype, num_classes=None):
+        return dict(
+            mean=tfp.util.ParameterProperties(event_ndims=1),
+            variance=tfp.util.ParameterProperties(event_ndims=1),
+            log_scale=tfp.util.ParameterProperties(event_ndims=1),
+            shift=tfp.util.ParameterProperties(event_ndims=1),
+        )
+
+    def _log_multiplier(self):
+        """log of the element-wise slope exp(log_scale) / sqrt(variance + epsilon)."""
+        return self._log_scale - 0.5 * tf.math.log(self._variance + self._epsilon)
+
+    def _forward(self, x):
+        return tf.exp(self._log_multiplier()) * (x - self._mean) + self._shift
+
+    def _inverse(self, y):
+        return tf.exp(-self._log_multiplier()) * (y - self._shift) + self._mean
+
+    def _forward_log_det_jacobian(self, x):
+        log_det = tf.reduce_sum(self._log_multiplier() + tf.zeros_like(self._mean), axis=-1)
+        return tf.broadcast_to(log_det, tf.shape(x)[:-1])
+
+    def _inverse_log_det_jacobian(self, y):
+        return -self._forward_log_det_jacobian(y)

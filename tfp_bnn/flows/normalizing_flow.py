@@ -1,0 +1,314 @@
+"""The Keras layer that owns the parameters of a chain of flows."""
+
+import math
+import numbers
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn.flows import _common
+from tfp_bnn.flows.batch_norm import BatchNormFlow
+from tfp_bnn.flows.planar import Planar
+from tfp_bnn.flows.radial import Radial
+from tfp_bnn.flows.sylvester import Sylvester
+
+tfb = tfp.bijectors
+
+FLOWS = ("planar", "radial", "sylvester", "batch_norm")
+
+# Sylvester steps use min(D, this) Householder columns unless told otherwise:
+# Q costs O(D M^2) per call and M * D parameters.
+DEFAULT_SYLVESTER_RANK = 16
+
+# Spread of the random part of the initial values: every step starts close to
+# (not exactly at) the identity, so that every parameter gets a gradient at
+# the first step.
+_INIT_STDDEV = 0.01
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def flow_names(flows, length=None):
+    """The list of step names that `flows` and `length` describe.
+
+    Args:
+        flows: a name from `FLOWS`, or a list of names.
+        length: None (one step for a name, the list as it is) or an int >= 0,
+            the number of steps; a list is repeated cyclically to fill them.
+
+    Raises:
+        ValueError naming `flows` or `length`.
+    """
+    if length is not None and (not _is_int(length) or length < 0):
+        raise ValueError(f"`length` must be an int >= 0 or None, got {length!r}.")
+    if isinstance(flows, str):
+        flows = [flows]
+    elif isinstance(flows, (list, tuple)) and all(isinstance(f, str) for f in flows):
+        flows = list(flows)
+    else:
+        raise ValueError(
+            f"`flows` must be one of {FLOWS} or a list of them, got {flows!r}."
+        )
+    unknown = [f for f in flows if f not in FLOWS]
+    if unknown:
+        raise ValueError(f"Unknown `flows` {unknown!r}; expected names from {FLOWS}.")
+    if length is None:
+        return flows
+    if length > 0 and not flows:
+        raise ValueError(f"`flows` is empty but `length`={length}: no step to repeat.")
+    return [flows[k % len(flows)] for k in range(length)]
+
+
+def check_sylvester_rank(sylvester_rank):
+    """Validates `sylvester_rank` (None or an int >= 1) and returns it."""
+    if sylvester_rank is not None and (not _is_int(sylvester_rank) or sylvester_rank < 1):
+        raise ValueError(
+            f"`sylvester_rank` must be an int >= 1 or None, got {sylvester_rank!r}."
+        )
+    return None if sylvester_rank is None else int(sylvester_rank)
+
+
+class _PlanarUInitializer(keras.initializers.Initializer):
+    """u = log(e - 1) w / ||w||^2 + N(0, stddev^2): u_hat ~ noise, a near-identity step.
+
+    With w^T u = log(e - 1), m(w^T u) = 0 and u_hat is the part of u
+    orthogonal to w; the noise keeps it small but nonzero.
+    """
+
+    def __init__(self, w, stddev, seed):
+        self.w = w
+        self.noise = keras.initializers.RandomNormal(stddev=stddev, seed=seed)
+
+    def __call__(self, shape, dtype=None):
+        w = keras.ops.convert_to_tensor(self.w, dtype=dtype)
+        fixed_point = _common.LOG_E_MINUS_1 * w / keras.ops.sum(keras.ops.square(w))
+        return fixed_point + self.noise(shape, dtype=dtype)
+
+
+class _DiagonalShift(keras.initializers.Initializer):
+    """`base` plus `shift` on the diagonal of a square matrix."""
+
+    def __init__(self, shift, base):
+        self.shift = shift
+        self.base = base
+
+    def __call__(self, shape, dtype=None):
+        eye = keras.ops.eye(shape[0], dtype=dtype)
+        return self.base(shape, dtype=dtype) + self.shift * eye
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class NormalizingFlow(keras.layers.Layer):
+    """A chain of K normalizing-flow steps with trainable parameters.
+
+    Maps z_0 of shape [..., D] to z_K = f_K o ... o f_1(z_0) and returns the
+    summed log-determinant, so that (seed 001)
+
+        log q_K(z_K) = log q_0(z_0) - sum_k log|det J_k(z_{k-1})|.
+
+    Every step starts near the identity. The steps are the bijectors of
+    `tfp_bnn.flows` (`Planar`, `Radial`, `Sylvester`, `BatchNormFlow`); this
+    layer owns their variables, so they train with `fit` and are saved with
+    the model.
+
+    A "batch_norm" step normalizes with the batch statistics over all leading
+    axes in training (and updates its moving mean and variance, momentum
+    `momentum`), and with the moving statistics at inference.
+
+    Args:
+        flows: a name from `FLOWS` ("planar", "radial", "sylvester",
+            "batch_norm"), or a list of names.
+        length: the number of steps, an int >= 0 (0: the identity). None
+            means one step for a name, the list as it is for a list; a list
+            with a length is repeated cyclically to `length` steps.
+        sylvester_rank: M, the number of orthonormal columns of a Sylvester
+            step, 1 <= M <= D; None uses min(D, 16).
+        momentum: of the batch-norm moving statistics, in [0, 1).
+        epsilon: added to the batch-norm variance, > 0.
+        seed: int or None; seeds the initial parameters.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        z: tensor [..., D].
+        training: batch-norm steps use batch statistics when True.
+
+    Returns:
+        `(y, log_det)`: y of the shape of z and log_det of shape z.shape[:-1].
+
+    Example:
+    >>> flow = NormalizingFlow(flows="planar", length=4, seed=0)
+    >>> y, log_det = flow(keras.random.normal((8, 3), seed=1))
+    >>> y.shape, log_det.shape
+    (TensorShape([8, 3]), TensorShape([8]))
+    """
+
+    def __init__(self, flows="planar", length=None, sylvester_rank=None, momentum=0.99,
+                 epsilon=1e-3, seed=None, **kwargs):
+        names = flow_names(flows, length)
+        sylvester_rank = check_sylvester_rank(sylvester_rank)
+        if not (_is_real(momentum) and 0.0 <= momentum < 1.0):
+            raise ValueError(f"`momentum` must be a number in [0, 1), got {momentum!r}.")
+        if not (_is_real(epsilon) and math.isfinite(epsilon) and epsilon > 0.0):
+            raise ValueError(f"`epsilon` must be a finite number > 0, got {epsilon!r}.")
+        if seed is not None and (not _is_int(seed) or seed < 0):
+            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+        super().__init__(**kwargs)
+        self.flows = flows if isinstance(flows, str) else list(flows)
+        self.length = None if length is None else int(length)
+        self.step_names = names  # the resolved list of steps, in application order
+        self.sylvester_rank = sylvester_rank
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.seed = None if seed is None else int(seed)
+        self.steps = []  # one dict of variables per step
+
+    # -- construction ---------------------------------------------------------
+    def _seed(self, step, index):
+        """A distinct, reproducible initializer seed per (step, variable)."""
+        if self.seed is None:
+            return None
+        return int(np.random.SeedSequence([self.seed, step, index]).generate_state(1)[0] >> 1)
+
+    def _normal(self, stddev, step, index, mean=0.0):
+        return keras.initializers.RandomNormal(mean=mean, stddev=stddev,
+                                               seed=self._seed(step, index))
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim is None:
+            raise ValueError(
+                f"NormalizingFlow needs a known last input dimension, got {tuple(input_shape)}."
+            )
+        dim = int(dim)
+        rank = self.sylvester_rank
+        if "sylvester" in self.step_names:
+            if rank is None:
+                rank = min(dim, DEFAULT_SYLVESTER_RANK)
+            elif rank > dim:
+                raise ValueError(
+                    f"`sylvester_rank` must be <= the event size D={dim}, got {rank}."
+                )
+        self.steps = []
+        for k, name in enumerate(self.step_names):
+            build_step = getattr(self, f"_build_{name}")
+            self.steps.append(build_step(k, dim, rank))
+
+    def _weight(self, k, name, shape, initializer, trainable=True):
+        return self.add_weight(name=f"{k}_{name}", shape=shape, initializer=initializer,
+                               trainable=trainable)
+
+    def _build_planar(self, k, dim, rank):
+        w = self._weight(k, "planar_w", (dim,), self._normal(dim ** -0.5, k, 0))
+        u = self._weight(k, "planar_u", (dim,),
+                         _PlanarUInitializer(w, _INIT_STDDEV, self._seed(k, 1)))
+        b = self._weight(k, "planar_b", (), "zeros")
+        return {"w": w, "u": u, "b": b}
+
+    def _build_radial(self, k, dim, rank):
+        # alpha_raw = 0 and beta_raw = 0 give beta = 0: the identity.
+        z0 = self._weight(k, "radial_z0", (dim,), self._normal(_INIT_STDDEV, k, 0))
+        alpha_raw = self._weight(k, "radial_alpha_raw", (), "zeros")
+        beta_raw = self._weight(k, "radial_beta_raw", (), self._normal(_INIT_STDDEV, k, 1))
+        return {"z0": z0, "alpha_raw": alpha_raw, "beta_raw": beta_raw}
+
+    def _build_sylvester(self, k, dim, rank):
+        householder = self._weight(k, "sylvester_householder", (rank, dim),
+                                   self._normal(1.0, k, 0))
+        # diag(r_raw) near log(e - 1) gives r_ii = m(.) ~ 0: R ~ 0, near the identity.
+        r_raw = self._weight(k, "sylvester_r_raw", (rank, rank),
+                             _DiagonalShift(_common.LOG_E_MINUS_1,
+                                            self._normal(_INIT_STDDEV, k, 1)))
+        r_tilde_raw = self._weight(k, "sylvester_r_tilde_raw", (rank, rank),
+                                   self._normal(_INIT_STDDEV, k, 2))
+        b = self._weight(k, "sylvester_b", (rank,), "zeros")
+        return {"householder": householder, "r_raw": r_raw, "r_tilde_raw": r_tilde_raw, "b": b}
+
+    def _build_batch_norm(self, k, dim, rank):
+        return {
+            "log_scale": self._weight(k, "batch_norm_log_scale", (dim,), "zeros"),
+            "shift": self._weight(k, "batch_norm_shift", (dim,), "zeros"),
+            "moving_mean": self._weight(k, "batch_norm_moving_mean", (dim,), "zeros",
+                                        trainable=False),
+            "moving_variance": self._weight(k, "batch_norm_moving_variance", (dim,), "ones",
+                                            trainable=False),
+        }
+
+    # -- the bijectors ---------------------------------------------------------
+    def _step_bijector(self, k, z=None, training=False):
+        """Bijector of step k; a batch-norm step in training takes z's statistics."""
+        name, params = self.step_names[k], self.steps[k]
+        dtype = self.compute_dtype
+        value = {key: tf.cast(var, dtype) for key, var in params.items()}
+        if name == "planar":
+            return Planar(value["w"], value["u"], value["b"])
+        if name == "radial":
+            return Radial(value["z0"], value["alpha_raw"], value["beta_raw"])
+        if name == "sylvester":
+            return Sylvester(value["householder"], value["r_raw"], value["r_tilde_raw"],
+                             value["b"])
+        mean, variance = value["moving_mean"], value["moving_variance"]
+        if training:
+            axes = list(range(z.shape.rank - 1))
+            mean, variance = tf.nn.moments(z, axes=axes)
+            self._update_moving(params, mean, variance)
+        return BatchNormFlow(mean, variance, value["log_scale"], value["shift"],
+                             epsilon=self.epsilon)
+
+    def _update_moving(self, params, mean, variance):
+        decay = 1.0 - self.momentum
+        for key, batch in (("moving_mean", mean), ("moving_variance", variance)):
+            var = params[key]
+            batch = tf.cast(tf.stop_gradient(batch), var.dtype)
+            var.assign(var - decay * (var - batch))
+
+    def bijector(self, training=False):
+        """The chain as one `tfp.bijectors.Chain`, in application order.
+
+        `tfb.Chain` applies its list last-to-first, so the list is step K
+        first. Batch-norm steps use their moving statistics: batch statistics
+        belong to a batch, not to a fixed bijector, so `training=True` is
+        refused when the chain has a batch-norm step.
+        """
+        if not self.built:
+            raise ValueError("The NormalizingFlow is not built; call it or build it first.")
+        if training and "batch_norm" in self.step_names:
+            raise ValueError(
+                "`training`=True: a batch-norm step normalizes with the statistics of "
+                "the batch it is called on, so it has no fixed bijector; use "
+                "bijector(training=False) (moving statistics) or call the layer."
+            )
+        steps = [self._step_bijector(k) for k in range(len(self.step_names))]
+        return tfb.Chain(list(reversed(steps)), name="normalizing_flow")
+
+    def call(self, z, training=None):
+        log_det = tf.zeros(tf.shape(z)[:-1], z.dtype)
+        for k in range(len(self.step_names)):
+            step = self._step_bijector(k, z, bool(training))
+            log_det = log_det + step.forward_log_det_jacobian(z, event_ndims=1)
+            z = step.forward(z)
+        return z, log_det
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape), tuple(input_shape[:-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "flows": self.flows if isinstance(self.flows, str) else list(self.flows),
+                "length": self.length,
+                "sylvester_rank": self.sylvester_rank,
+                "momentum": self.momentum,
+                "epsilon": self.epsilon,
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,92 @@
+"""Planar flow (Rezende & Mohamed 2015; seed 001, planar flow)."""
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn.flows import _common
+
+tfb = tfp.bijectors
+
+
+class Planar(tfb.Bijector):
+    """One planar step y = z + u_hat tanh(w^T z + b).
+
+    seed 001: J = I + h'(w^T z + b) u_hat w^T, det J = 1 + h'(w^T z + b) w^T u_hat.
+    With h = tanh (h' in (0, 1]) the step is invertible iff w^T u_hat >= -1.
+    That holds by construction: u is unconstrained and
+
+        u_hat = u + (m(w^T u) - w^T u) w / ||w||^2,  m(a) = -1 + softplus(a),
+
+    so w^T u_hat = m(w^T u) > -1 for every real u (Rezende & Mohamed, App. A).
+    There is no closed-form inverse.
+
+    The bijector does math only: it takes the parameters as tensors (a layer
+    such as `tfp_bnn.flows.NormalizingFlow` owns the variables). The event is
+    the last axis of size D; inputs may have any batch shape.
+
+    Args:
+        w: [D], the direction of the hyperplane.
+        u: [D], the unconstrained translation direction.
+        b: scalar offset.
+        validate_args: passed to `tfp.bijectors.Bijector`.
+        name: name scope.
+
+    Example:
+    >>> bij = Planar(w=[1.0, 0.0], u=[0.5, 0.5], b=0.0)
+    >>> y = bij.forward([[0.3, -0.2]])
+    >>> log_det = bij.forward_log_det_jacobian([[0.3, -0.2]], event_ndims=1)
+    """
+
+    def __init__(self, w, u, b, validate_args=False, name="planar"):
+        parameters = dict(locals())
+        with tf.name_scope(name) as name:
+            params = _common.as_tensors(tf.float32, w=w, u=u, b=b)
+            self._w, self._u, self._b = params["w"], params["u"], params["b"]
+            super().__init__(
+                forward_min_event_ndims=1,
+                dtype=self._w.dtype,
+                validate_args=validate_args,
+                parameters=parameters,
+                name=name,
+            )
+
+    @classmethod
+    def _parameter_properties(cls, dtype, num_classes=None):
+        return dict(
+            w=tfp.util.ParameterProperties(event_ndims=1),
+            u=tfp.util.ParameterProperties(event_ndims=1),
+            b=tfp.util.ParameterProperties(event_ndims=0),
+        )
+
+    @property
+    def w(self):
+        return self._w
+
+    @property
+    def u(self):
+        return self._u
+
+    @property
+    def b(self):
+        return self._b
+
+    def _w_dot_u(self):
+        return tf.reduce_sum(self._w * self._u, axis=-1)
+
+    def u_hat(self):
+        """The constrained translation direction, w^T u_hat = m(w^T u) > -1."""
+        a = self._w_dot_u()
+        w_sq = tf.maximum(tf.reduce_sum(tf.square(self._w), axis=-1), _common.tiny(self.dtype))
+        # m(a) - a = softplus(-a) - 1, with no cancellation for large |a|.
+        coefficient = (tf.nn.softplus(-a) - 1.0) / w_sq
+        return self._u + coefficient[..., None] * self._w
+
+    def _preactivation(self, x):
+        return tf.reduce_sum(x * self._w, axis=-1) + self._b
+
+    def _forward(self, x):
+        return x + self.u_hat() * tf.tanh(self._preactivation(x))[..., None]
+
+    def _forward_log_det_jacobian(self, x):
+        # log|1 + h'(s) m(w^T u)|, computed without cancellation.
+        return _common.log_one_plus_tanh_prime_m(self._preactivation(x), self._w_dot_u())

@@ -1,0 +1,111 @@
+"""Radial flow (Rezende & Mohamed 2015; seed 001, radial flow)."""
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn.flows import _common
+
+tfb = tfp.bijectors
+
+
+class Radial(tfb.Bijector):
+    """One radial step y = z + beta / (alpha + r) (z - z0), r = ||z - z0||.
+
+    Contracts (beta < 0) or expands (beta > 0) space around the centre z0.
+    The step is invertible iff beta >= -alpha; that holds by construction:
+
+        alpha = softplus(alpha_raw) > 0,  beta = -alpha + softplus(beta_raw).
+
+    seed 001, with h = 1 / (alpha + r):
+
+        log|det J| = (D - 1) log(1 + beta h) + log(1 + beta h - beta r h^2).
+
+    Both factors are evaluated as ratios of non-negative terms,
+    1 + beta h = (r + softplus(beta_raw)) / (alpha + r) and
+    1 + beta h - beta r h^2 = (r (2 alpha + r) + alpha softplus(beta_raw)) h^2,
+    so nothing cancels when beta is close to -alpha. The inverse has a closed
+    form: along the ray from z0, ||y - z0|| = rho determines r as the positive
+    root of r^2 + (softplus(beta_raw) - rho) r - alpha rho = 0.
+
+    The bijector does math only: parameters come in as tensors. The event is
+    the last axis of size D; inputs may have any batch shape.
+
+    Args:
+        z0: [D], the centre.
+        alpha_raw: scalar, alpha = softplus(alpha_raw).
+        beta_raw: scalar, beta = -alpha + softplus(beta_raw).
+        validate_args: passed to `tfp.bijectors.Bijector`.
+        name: name scope.
+
+    Example:
+    >>> bij = Radial(z0=[0.0, 0.0], alpha_raw=0.0, beta_raw=1.0)
+    >>> x = bij.inverse(bij.forward([[1.0, 2.0]]))
+    """
+
+    def __init__(self, z0, alpha_raw, beta_raw, validate_args=False, name="radial"):
+        parameters = dict(locals())
+        with tf.name_scope(name) as name:
+            params = _common.as_tensors(tf.float32, z0=z0, alpha_raw=alpha_raw,
+                                        beta_raw=beta_raw)
+            self._z0 = params["z0"]
+            self._alpha_raw = params["alpha_raw"]
+            self._beta_raw = params["beta_raw"]
+            super().__init__(
+                forward_min_event_ndims=1,
+                dtype=self._z0.dtype,
+                validate_args=validate_args,
+                parameters=parameters,
+                name=name,
+            )
+
+    @classmethod
+    def _parameter_properties(cls, dtype, num_classes=None):
+        return dict(
+            z0=tfp.util.ParameterProperties(event_ndims=1),
+            alpha_raw=tfp.util.ParameterProperties(event_ndims=0),
+            beta_raw=tfp.util.ParameterProperties(event_ndims=0),
+        )
+
+    @property
+    def z0(self):
+        return self._z0
+
+    @property
+    def alpha(self):
+        return tf.nn.softplus(self._alpha_raw)
+
+    @property
+    def beta(self):
+        """-alpha + softplus(beta_raw) >= -alpha."""
+        return tf.nn.softplus(self._beta_raw) - self.alpha
+
+    def _forward(self, x):
+        diff = x - self._z0
+        r = _common.safe_norm(diff)
+        return x + (self.beta / (self.alpha + r))[..., None] * diff
+
+    def _forward_log_det_jacobian(self, x):
+        alpha = self.alpha
+        lift = tf.nn.softplus(self._beta_raw)  # alpha + beta
+        r = _common.safe_norm(x - self._z0)
+        dim = tf.cast(tf.shape(x)[-1], x.dtype)
+        log_alpha_r = tf.math.log(alpha + r)
+        log_radial = tf.math.log(r + lift) - log_alpha_r
+        log_along = tf.math.log(r * (2.0 * alpha + r) + alpha * lift) - 2.0 * log_alpha_r
+        return (dim - 1.0) * log_radial + log_along
+
+    def _inverse(self, y):
+        alpha = self.alpha
+        lift = tf.nn.softplus(self._beta_raw)
+        diff = y - self._z0
+        rho = _common.safe_norm(diff)
+        shift = lift - rho
+        root = tf.sqrt(tf.square(shift) + 4.0 * alpha * rho)
+        # The positive root, in the form that does not cancel for either sign
+        # of `shift`; the unused branch's denominator is kept away from 0 so
+        # that its gradient cannot turn into NaN through tf.where.
+        positive = shift >= 0.0
+        denominator = tf.where(positive, shift + root, tf.ones_like(root))
+        r = tf.where(positive, 2.0 * alpha * rho / denominator, 0.5 * (root - shift))
+        # z - z0 = (y - z0) r / rho, and r / rho = (alpha + r) / (r + lift).
+        return self._z0 + ((alpha + r) / (r + lift))[..., None] * diff

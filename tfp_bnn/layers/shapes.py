@@ -1,0 +1,171 @@
+"""The arguments and shapes of Dense and Conv2D, shared by every layer family.
+
+The variational layers (`BayesianDenseBase`, `BayesianConv2DBase`) and the
+node-based layers (`NodeDense`, `NodeConv2D`) differ in where their
+randomness lives, not in how a kernel meets the inputs. These mixins hold
+that part once: argument validation (errors name the argument), the kernel
+shape for given inputs, the matmul / convolution, the output shape and the
+config entries. Each layer class lists the mixin before its Keras base.
+"""
+
+import keras
+from keras import ops
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return value
+
+
+def _pair(name, value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    try:
+        value = tuple(value)
+    except TypeError:
+        value = ()
+    if len(value) != 2 or any(
+        isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value
+    ):
+        raise ValueError(
+            f"`{name}` must be a positive int or a tuple of 2 positive ints, got {value!r}."
+        )
+    return value
+
+
+def conv_output_length(length, kernel, stride, dilation, padding):
+    """Output length of a 1-D convolution (as `keras.layers.Conv2D` computes it)."""
+    if length is None:
+        return None
+    if padding == "same":
+        return -(-length // stride)
+    effective = dilation * (kernel - 1) + 1
+    return max((length - effective) // stride + 1, 0)
+
+
+class DenseShapes:
+    """`keras.layers.Dense`'s units, kernel shape and output shape."""
+
+    def _set_units(self, units):
+        self.units = units
+        self.input_spec = keras.layers.InputSpec(min_ndim=2)
+
+    def _dense_shapes(self, input_shape):
+        """(kernel shape, bias shape, input dim) for `input_shape`."""
+        input_dim = input_shape[-1]
+        if input_dim is None:
+            raise ValueError(
+                f"{type(self).__name__} needs a known last input dimension, got "
+                f"input shape {tuple(input_shape)}."
+            )
+        self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: input_dim})
+        return (input_dim, self.units), (self.units,), input_dim
+
+    def _apply_kernel(self, inputs, kernel):
+        return ops.matmul(inputs, kernel)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.units,)
+
+    def _shape_config(self):
+        return {"units": self.units}
+
+    def get_config(self):
+        # Chains to the layer family's get_config (next in the MRO).
+        config = super().get_config()
+        config.update(self._shape_config())
+        return config
+
+
+def check_units(units):
+    """Validates Dense's `units` (before the Keras layer is initialised)."""
+    return _positive_int("units", units)
+
+
+def conv2d_arguments(filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
+                     dilation_rate=(1, 1), groups=1):
+    """Validated `keras.layers.Conv2D` arguments as a dict (for `Conv2DShapes`)."""
+    _positive_int("filters", filters)
+    kernel_size = _pair("kernel_size", kernel_size)
+    strides = _pair("strides", strides)
+    dilation_rate = _pair("dilation_rate", dilation_rate)
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(f"`padding` must be 'valid' or 'same', got {padding!r}.")
+    if max(strides) > 1 and max(dilation_rate) > 1:
+        raise ValueError(
+            "`strides` > 1 is not compatible with `dilation_rate` > 1, got "
+            f"strides={strides}, dilation_rate={dilation_rate}."
+        )
+    _positive_int("groups", groups)
+    if filters % groups:
+        raise ValueError(f"`filters` ({filters}) must be divisible by `groups` ({groups}).")
+    if data_format is None:
+        data_format = keras.config.image_data_format()
+    if data_format not in ("channels_last", "channels_first"):
+        raise ValueError(
+            "`data_format` must be 'channels_last', 'channels_first' or None, "
+            f"got {data_format!r}."
+        )
+    return {"filters": filters, "kernel_size": kernel_size, "strides": strides,
+            "padding": padding.lower(), "data_format": data_format,
+            "dilation_rate": dilation_rate, "groups": groups}
+
+
+class Conv2DShapes:
+    """`keras.layers.Conv2D`'s arguments, kernel shape, convolution and output shape."""
+
+    def _set_conv_arguments(self, arguments):
+        for name, value in arguments.items():
+            setattr(self, name, value)
+        self._conv_names = tuple(arguments)
+        self._channel_axis = -1 if self.data_format == "channels_last" else 1
+        self.input_spec = keras.layers.InputSpec(ndim=4)
+
+    def _conv_shapes(self, input_shape):
+        """(kernel shape, bias shape, input channels) for `input_shape`."""
+        channels = input_shape[self._channel_axis]
+        if channels is None:
+            raise ValueError(
+                f"{type(self).__name__} needs a known channel dimension, got input "
+                f"shape {tuple(input_shape)}."
+            )
+        if channels % self.groups:
+            raise ValueError(
+                f"The input channels ({channels}) must be divisible by `groups` "
+                f"({self.groups})."
+            )
+        self.input_spec = keras.layers.InputSpec(ndim=4, axes={self._channel_axis: channels})
+        kernel_shape = self.kernel_size + (channels // self.groups, self.filters)
+        return kernel_shape, (self.filters,), channels
+
+    def _apply_kernel(self, inputs, kernel):
+        return ops.conv(inputs, kernel, strides=self.strides, padding=self.padding,
+                        data_format=self.data_format, dilation_rate=self.dilation_rate)
+
+    def _shape_bias(self, bias):
+        if self.data_format == "channels_last":
+            return bias
+        return ops.reshape(bias, (1, self.filters, 1, 1))
+
+    def compute_output_shape(self, input_shape):
+        if self.data_format == "channels_last":
+            spatial = input_shape[1:3]
+        else:
+            spatial = input_shape[2:4]
+        out = tuple(
+            conv_output_length(n, k, s, d, self.padding)
+            for n, k, s, d in zip(spatial, self.kernel_size, self.strides, self.dilation_rate)
+        )
+        if self.data_format == "channels_last":
+            return (input_shape[0],) + out + (self.filters,)
+        return (input_shape[0], self.filters) + out
+
+    def _shape_config(self):
+        return {name: getattr(self, name) for name in self._conv_names}
+
+    def get_config(self):
+        # Chains to the layer family's get_config (next in the MRO).
+        config = super().get_config()
+        config.update(self._shape_config())
+        return config
