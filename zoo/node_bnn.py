@@ -42,9 +42,10 @@ FLOW_LENGTH = 2
 
 
 def _node_kwargs(num_train, posterior, num_components, prior_stddev, flow_length,
-                 entropy_weight, seed, index):
+                 entropy_weight, seed, index, noise="input", scale_init=0.05):
     return {
-        "noise": "input",
+        "noise": noise,
+        "scale_init": scale_init,
         "posterior": posterior,
         "num_components": num_components,
         "prior_mean": 1.0,
