@@ -588,3 +588,13 @@ def test_bad_arguments_raise_value_errors_naming_them(kwargs, message):
     kwargs = dict({"units": 2}, **kwargs)
     with pytest.raises(ValueError, match=message):
         NodeDense(**kwargs)
+
+
+def test_flow_posterior_object_names_the_flow_construction():
+    from tfp_bnn.posteriors import FlowPosterior
+
+    layer = NodeDense(3, posterior=FlowPosterior("radial", length=3), kl_weight=1.0, seed=0)
+    assert (layer.posterior, layer.flows, layer.flow_length) == ("flow", "radial", 3)
+    outputs = layer(np.ones((4, 2), "float32"), training=True)
+    assert outputs.shape == (4, 3) and np.all(np.isfinite(outputs))
+    assert len(layer.input_flow.step_names) == 3

@@ -78,6 +78,7 @@ from tfp_bnn.flows.normalizing_flow import flow_names
 from tfp_bnn.layers.base import _float32_variables
 from tfp_bnn.layers.tracing import flag as _flag
 from tfp_bnn.layers.tracing import sample_context
+from tfp_bnn.posteriors import FlowPosterior
 from tfp_bnn.posteriors import seeded_initializer
 
 NOISE_SITES = ("input", "output", "both")
@@ -119,7 +120,9 @@ class NodeLayer(keras.layers.Layer):
             they concern the deterministic weights U and b.
         noise: which nodes are random: "input", "output" or "both".
         posterior: "gaussian" (diagonal Gaussian per component) or "flow"
-            (that Gaussian pushed through a `tfp_bnn.flows.NormalizingFlow`).
+            (that Gaussian pushed through a `tfp_bnn.flows.NormalizingFlow`);
+            a `tfp_bnn.posteriors.FlowPosterior` stands for "flow" with its
+            `flows` and `length`.
         num_components: K >= 1, the number of mixture components.
         prior_mean, prior_stddev: the prior N(prior_mean, prior_stddev^2)
             of every node; prior_stddev > 0.
@@ -165,6 +168,13 @@ class NodeLayer(keras.layers.Layer):
     ):
         if noise not in NOISE_SITES:
             raise ValueError(f"`noise` must be one of {NOISE_SITES}, got {noise!r}.")
+        if isinstance(posterior, FlowPosterior):
+            # The weight-posterior object names the same construction: a
+            # Gaussian base through its flow chain (rho settings do not apply:
+            # node scales start at `scale_init`).
+            flows = posterior.flows
+            flow_length = len(flow_names(posterior.flows, posterior.length))
+            posterior = "flow"
         if posterior not in NODE_POSTERIORS:
             raise ValueError(f"`posterior` must be one of {NODE_POSTERIORS}, got {posterior!r}.")
         num_components = _positive_int("num_components", num_components)
