@@ -29,6 +29,8 @@ from keras import ops
 from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
+from tfp_bnn.layers.shapes import set_weight_arguments
+from tfp_bnn.layers.shapes import weight_arguments_config
 from tfp_bnn.layers.tracing import flag as _flag
 from tfp_bnn.layers.tracing import sample_context
 
@@ -103,14 +105,9 @@ class BayesianLayer(keras.layers.Layer):
         # and KL terms stay float32.
         kwargs["autocast"] = False
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.activation = keras.activations.get(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
+        set_weight_arguments(self, activation, use_bias, kernel_initializer, bias_initializer,
+                             kernel_regularizer, bias_regularizer, kernel_constraint,
+                             bias_constraint)
         self.posterior = posteriors_lib.get(posterior)
         self.prior = priors_lib.get(prior)
         if kl_weight is not None:
@@ -436,16 +433,9 @@ class BayesianLayer(keras.layers.Layer):
     # -- serialization --------------------------------------------------------
     def get_config(self):
         config = super().get_config()
+        config.update(weight_arguments_config(self))
         config.update(
             {
-                "activation": keras.activations.serialize(self.activation),
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
                 "posterior": keras.saving.serialize_keras_object(self.posterior),
                 "prior": keras.saving.serialize_keras_object(self.prior),
                 "kl_weight": self._initial_kl_weight,

@@ -76,6 +76,8 @@ from tfp_bnn import noise as noise_lib
 from tfp_bnn.flows.normalizing_flow import NormalizingFlow
 from tfp_bnn.flows.normalizing_flow import flow_names
 from tfp_bnn.layers.base import _float32_variables
+from tfp_bnn.layers.shapes import set_weight_arguments
+from tfp_bnn.layers.shapes import weight_arguments_config
 from tfp_bnn.layers.tracing import flag as _flag
 from tfp_bnn.layers.tracing import sample_context
 from tfp_bnn.posteriors import FlowPosterior
@@ -198,14 +200,9 @@ class NodeLayer(keras.layers.Layer):
         # pass and keeps z, the KL and the entropy in float32.
         kwargs["autocast"] = False
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.activation = keras.activations.get(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
+        set_weight_arguments(self, activation, use_bias, kernel_initializer, bias_initializer,
+                             kernel_regularizer, bias_regularizer, kernel_constraint,
+                             bias_constraint)
         self.noise = noise
         self.posterior = posterior
         self.num_components = num_components
@@ -533,16 +530,9 @@ class NodeLayer(keras.layers.Layer):
     # -- serialization --------------------------------------------------------
     def get_config(self):
         config = super().get_config()
+        config.update(weight_arguments_config(self))
         config.update(
             {
-                "activation": keras.activations.serialize(self.activation),
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
                 "noise": self.noise,
                 "posterior": self.posterior,
                 "num_components": self.num_components,

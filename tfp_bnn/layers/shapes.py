@@ -12,6 +12,35 @@ import keras
 from keras import ops
 
 
+def set_weight_arguments(layer, activation=None, use_bias=True,
+                         kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                         kernel_regularizer=None, bias_regularizer=None, kernel_constraint=None,
+                         bias_constraint=None):
+    """Resolves and sets the kernel/bias arguments `keras.layers.Dense` takes."""
+    layer.activation = keras.activations.get(activation)
+    layer.use_bias = bool(use_bias)
+    layer.kernel_initializer = keras.initializers.get(kernel_initializer)
+    layer.bias_initializer = keras.initializers.get(bias_initializer)
+    layer.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+    layer.bias_regularizer = keras.regularizers.get(bias_regularizer)
+    layer.kernel_constraint = keras.constraints.get(kernel_constraint)
+    layer.bias_constraint = keras.constraints.get(bias_constraint)
+
+
+def weight_arguments_config(layer):
+    """The config entries of `set_weight_arguments`, serialized."""
+    return {
+        "activation": keras.activations.serialize(layer.activation),
+        "use_bias": layer.use_bias,
+        "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
+        "bias_initializer": keras.initializers.serialize(layer.bias_initializer),
+        "kernel_regularizer": keras.regularizers.serialize(layer.kernel_regularizer),
+        "bias_regularizer": keras.regularizers.serialize(layer.bias_regularizer),
+        "kernel_constraint": keras.constraints.serialize(layer.kernel_constraint),
+        "bias_constraint": keras.constraints.serialize(layer.bias_constraint),
+    }
+
+
 def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
