@@ -23,6 +23,8 @@ from tfp_bnn.data import Standardizer
 from tfp_bnn.data import load_concrete
 from tfp_bnn.data import train_test_split
 from zoo.bbb_mlp import bbb_mlp
+from zoo.flags import add_run_flags
+from zoo.flags import check_run_flags
 
 EPOCHS = 600
 BATCH_SIZE = 32
@@ -134,12 +136,9 @@ def build_parser():
             "split) and print test RMSE and log-likelihood in MPa."
         ),
     )
-    parser.add_argument("--epochs", type=int, default=EPOCHS,
-                        help=f"training epochs (default {EPOCHS})")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the split, the weights and the noise (default 0)")
-    parser.add_argument("--samples", type=int, default=NUM_SAMPLES,
-                        help=f"Monte Carlo forward passes at test time (default {NUM_SAMPLES})")
+    add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs",
+                  "seed of the split, the weights and the noise",
+                  "Monte Carlo forward passes at test time")
     return parser
 
 
@@ -151,11 +150,7 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("epochs", "samples"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name} must be a positive int, got {getattr(args, name)}")
-    if args.seed < 0:
-        parser.error(f"--seed must be a non-negative int, got {args.seed}")
+    check_run_flags(parser, args)
     result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples)
     print(
         f"test RMSE {result['rmse']:.3f} MPa  "

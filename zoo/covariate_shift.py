@@ -34,6 +34,8 @@ from tfp_bnn.data import corruptions as corruptions_lib
 from tfp_bnn.data.digits import load_digits
 from zoo import digits_models
 from zoo import node_bnn
+from zoo.flags import add_run_flags
+from zoo.flags import check_run_flags
 
 BUILDERS = {
     "deterministic_mlp": digits_models.deterministic_mlp,
@@ -291,12 +293,9 @@ def build_parser():
             "ECE on clean and corrupted test images as Markdown tables."
         ),
     )
-    parser.add_argument("--epochs", type=int, default=EPOCHS,
-                        help=f"training epochs per model (default {EPOCHS})")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the split, weights, noise and corruptions (default 0)")
-    parser.add_argument("--samples", type=int, default=NUM_SAMPLES,
-                        help=f"Monte Carlo samples for stochastic models (default {NUM_SAMPLES})")
+    add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs per model",
+                  "seed of the split, weights, noise and corruptions",
+                  "Monte Carlo samples for stochastic models")
     parser.add_argument("--models", default=None,
                         help=f"comma-separated subset of {', '.join(BUILDERS)} (default: all)")
     parser.add_argument("--out", default=None, metavar="FILE.md",
@@ -312,11 +311,7 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("epochs", "samples"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name} must be a positive int, got {getattr(args, name)}")
-    if args.seed < 0:
-        parser.error(f"--seed must be a non-negative int, got {args.seed}")
+    check_run_flags(parser, args)
     names = None
     if args.models is not None:
         names = [name.strip() for name in args.models.split(",") if name.strip()]
