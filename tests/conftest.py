@@ -28,3 +28,28 @@ def _fixed_global_seeds():
     A per-test reset keeps results independent of test order.
     """
     keras.utils.set_random_seed(20261120)
+
+
+@pytest.fixture
+def record_figures(monkeypatch):
+    """`record_figures(module)` -> list of the Figures `module._save` draws.
+
+    For the plot modules (`tfp_bnn.plots`, `tfp_bnn.plots_nodes`), whose
+    functions draw through `_save(draw, path)`: the tests inspect the artists.
+    """
+
+    def record(module):
+        figures = []
+        original = module._save
+
+        def recording_save(draw, path):
+            def recording_draw(figure):
+                draw(figure)
+                figures.append(figure)
+
+            return original(recording_draw, path)
+
+        monkeypatch.setattr(module, "_save", recording_save)
+        return figures
+
+    return record

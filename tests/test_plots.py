@@ -73,20 +73,9 @@ def test_each_function_writes_a_readable_png(kind, tmp_path):
 
 
 @pytest.fixture
-def drawn_figures(monkeypatch):
+def drawn_figures(record_figures):
     """Records the Figure each call draws, for inspecting its artists."""
-    figures = []
-    original = plots._save
-
-    def recording_save(draw, path):
-        def recording_draw(figure):
-            draw(figure)
-            figures.append(figure)
-
-        return original(recording_draw, path)
-
-    monkeypatch.setattr(plots, "_save", recording_save)
-    return figures
+    return record_figures(plots)
 
 
 def test_reliability_diagram_draws_the_per_bin_accuracy_and_the_ece(tmp_path, drawn_figures):

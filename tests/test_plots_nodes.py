@@ -27,20 +27,9 @@ def _bimodal_layer(posterior="gaussian"):
 
 
 @pytest.fixture
-def drawn_figures(monkeypatch):
+def drawn_figures(record_figures):
     """Records the Figure each call draws, for inspecting its artists."""
-    figures = []
-    original = plots_nodes._save
-
-    def recording_save(draw, path):
-        def recording_draw(figure):
-            draw(figure)
-            figures.append(figure)
-
-        return original(recording_draw, path)
-
-    monkeypatch.setattr(plots_nodes, "_save", recording_save)
-    return figures
+    return record_figures(plots_nodes)
 
 
 @pytest.mark.parametrize("posterior", ["gaussian", "flow"])

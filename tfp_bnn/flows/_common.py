@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 # softplus(LOG_E_MINUS_1) = 1, so m(LOG_E_MINUS_1) = -1 + 1 = 0: the raw value
 # at which a planar or Sylvester step is the identity.
@@ -54,3 +55,32 @@ def log_one_plus_tanh_prime_m(s, raw):
     sech_sq = 4.0 * e / denominator
     slope = tf.maximum(tf.nn.softplus(raw), tiny(s.dtype))
     return tf.math.log(tanh_sq + sech_sq * slope)
+
+
+class FlowBijector(tfp.bijectors.Bijector):
+    """A bijector on vectors (event_ndims 1) whose parameters are tensors.
+
+    Subclasses list their parameters and each one's event rank in
+    `PARAMETER_NDIMS`; `__init__` converts them to one dtype and stores
+    parameter `p` as `self._p`, then initialises the TFP bijector.
+    """
+
+    PARAMETER_NDIMS = {}
+
+    def __init__(self, parameters, tensors, validate_args, name):
+        with tf.name_scope(name) as name:
+            converted = as_tensors(tf.float32, **tensors)
+            for key, value in converted.items():
+                setattr(self, f"_{key}", value)
+            super().__init__(
+                forward_min_event_ndims=1,
+                dtype=next(iter(converted.values())).dtype,
+                validate_args=validate_args,
+                parameters=parameters,
+                name=name,
+            )
+
+    @classmethod
+    def _parameter_properties(cls, dtype, num_classes=None):
+        return {key: tfp.util.ParameterProperties(event_ndims=ndims)
+                for key, ndims in cls.PARAMETER_NDIMS.items()}

@@ -1,14 +1,11 @@
 """Batch normalization as a flow (Dinh et al. 2017; seed 001, batch norm)."""
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn.flows import _common
 
-tfb = tfp.bijectors
 
-
-class BatchNormFlow(tfb.Bijector):
+class BatchNormFlow(_common.FlowBijector):
     """y = exp(log_scale) * (z - mean) / sqrt(variance + epsilon) + shift.
 
     An element-wise affine map for given statistics (seed 001):
@@ -35,36 +32,17 @@ class BatchNormFlow(tfb.Bijector):
     >>> bij.forward([[3.0]])  # (3 - 1) / sqrt(4 + 1e-3)
     """
 
+    PARAMETER_NDIMS = {"mean": 1, "variance": 1, "log_scale": 1, "shift": 1}
+
     def __init__(self, mean, variance, log_scale, shift, epsilon=1e-3, validate_args=False,
                  name="batch_norm_flow"):
         parameters = dict(locals())
         epsilon = float(epsilon)
         if not epsilon > 0.0:
             raise ValueError(f"`epsilon` must be > 0, got {epsilon!r}.")
-        with tf.name_scope(name) as name:
-            params = _common.as_tensors(tf.float32, mean=mean, variance=variance,
-                                        log_scale=log_scale, shift=shift)
-            self._mean = params["mean"]
-            self._variance = params["variance"]
-            self._log_scale = params["log_scale"]
-            self._shift = params["shift"]
-            self._epsilon = epsilon
-            super().__init__(
-                forward_min_event_ndims=1,
-                dtype=self._mean.dtype,
-                validate_args=validate_args,
-                parameters=parameters,
-                name=name,
-            )
-
-    @classmethod
-    def _parameter_properties(cls, dtype, num_classes=None):
-        return dict(
-            mean=tfp.util.ParameterProperties(event_ndims=1),
-            variance=tfp.util.ParameterProperties(event_ndims=1),
-            log_scale=tfp.util.ParameterProperties(event_ndims=1),
-            shift=tfp.util.ParameterProperties(event_ndims=1),
-        )
+        self._epsilon = epsilon
+        super().__init__(parameters, {"mean": mean, "variance": variance, "log_scale": log_scale,
+                                       "shift": shift}, validate_args, name)
 
     def _log_multiplier(self):
         """log of the element-wise slope exp(log_scale) / sqrt(variance + epsilon)."""

@@ -1,14 +1,11 @@
 """Planar flow (Rezende & Mohamed 2015; seed 001, planar flow)."""
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn.flows import _common
 
-tfb = tfp.bijectors
 
-
-class Planar(tfb.Bijector):
+class Planar(_common.FlowBijector):
     """One planar step y = z + u_hat tanh(w^T z + b).
 
     seed 001: J = I + h'(w^T z + b) u_hat w^T, det J = 1 + h'(w^T z + b) w^T u_hat.
@@ -37,26 +34,11 @@ class Planar(tfb.Bijector):
     >>> log_det = bij.forward_log_det_jacobian([[0.3, -0.2]], event_ndims=1)
     """
 
+    PARAMETER_NDIMS = {"w": 1, "u": 1, "b": 0}
+
     def __init__(self, w, u, b, validate_args=False, name="planar"):
         parameters = dict(locals())
-        with tf.name_scope(name) as name:
-            params = _common.as_tensors(tf.float32, w=w, u=u, b=b)
-            self._w, self._u, self._b = params["w"], params["u"], params["b"]
-            super().__init__(
-                forward_min_event_ndims=1,
-                dtype=self._w.dtype,
-                validate_args=validate_args,
-                parameters=parameters,
-                name=name,
-            )
-
-    @classmethod
-    def _parameter_properties(cls, dtype, num_classes=None):
-        return dict(
-            w=tfp.util.ParameterProperties(event_ndims=1),
-            u=tfp.util.ParameterProperties(event_ndims=1),
-            b=tfp.util.ParameterProperties(event_ndims=0),
-        )
+        super().__init__(parameters, {"w": w, "u": u, "b": b}, validate_args, name)
 
     @property
     def w(self):

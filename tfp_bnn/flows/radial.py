@@ -1,14 +1,11 @@
 """Radial flow (Rezende & Mohamed 2015; seed 001, radial flow)."""
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn.flows import _common
 
-tfb = tfp.bijectors
 
-
-class Radial(tfb.Bijector):
+class Radial(_common.FlowBijector):
     """One radial step y = z + beta / (alpha + r) (z - z0), r = ||z - z0||.
 
     Contracts (beta < 0) or expands (beta > 0) space around the centre z0.
@@ -42,29 +39,11 @@ class Radial(tfb.Bijector):
     >>> x = bij.inverse(bij.forward([[1.0, 2.0]]))
     """
 
+    PARAMETER_NDIMS = {"z0": 1, "alpha_raw": 0, "beta_raw": 0}
+
     def __init__(self, z0, alpha_raw, beta_raw, validate_args=False, name="radial"):
         parameters = dict(locals())
-        with tf.name_scope(name) as name:
-            params = _common.as_tensors(tf.float32, z0=z0, alpha_raw=alpha_raw,
-                                        beta_raw=beta_raw)
-            self._z0 = params["z0"]
-            self._alpha_raw = params["alpha_raw"]
-            self._beta_raw = params["beta_raw"]
-            super().__init__(
-                forward_min_event_ndims=1,
-                dtype=self._z0.dtype,
-                validate_args=validate_args,
-                parameters=parameters,
-                name=name,
-            )
-
-    @classmethod
-    def _parameter_properties(cls, dtype, num_classes=None):
-        return dict(
-            z0=tfp.util.ParameterProperties(event_ndims=1),
-            alpha_raw=tfp.util.ParameterProperties(event_ndims=0),
-            beta_raw=tfp.util.ParameterProperties(event_ndims=0),
-        )
+        super().__init__(parameters, {"z0": z0, "alpha_raw": alpha_raw, "beta_raw": beta_raw}, validate_args, name)
 
     @property
     def z0(self):

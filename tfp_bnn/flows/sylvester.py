@@ -1,11 +1,8 @@
 """Orthogonal Sylvester flow with Householder Q (van den Berg et al. 2018; seed 001)."""
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn.flows import _common
-
-tfb = tfp.bijectors
 
 
 def householder_columns(vectors):
@@ -32,7 +29,7 @@ def householder_columns(vectors):
     return columns
 
 
-class Sylvester(tfb.Bijector):
+class Sylvester(_common.FlowBijector):
     """One Sylvester step y = z + Q R tanh(R~ Q^T z + b).
 
     Q [D, M] has orthonormal columns (M <= D Householder reflections), R and
@@ -68,32 +65,13 @@ class Sylvester(tfb.Bijector):
     TensorShape([4])
     """
 
+    PARAMETER_NDIMS = {"householder": 2, "r_raw": 2, "r_tilde_raw": 2, "b": 1}
+
     def __init__(self, householder, r_raw, r_tilde_raw, b, validate_args=False,
                  name="sylvester"):
         parameters = dict(locals())
-        with tf.name_scope(name) as name:
-            params = _common.as_tensors(tf.float32, householder=householder, r_raw=r_raw,
-                                        r_tilde_raw=r_tilde_raw, b=b)
-            self._householder = params["householder"]
-            self._r_raw = params["r_raw"]
-            self._r_tilde_raw = params["r_tilde_raw"]
-            self._b = params["b"]
-            super().__init__(
-                forward_min_event_ndims=1,
-                dtype=self._householder.dtype,
-                validate_args=validate_args,
-                parameters=parameters,
-                name=name,
-            )
-
-    @classmethod
-    def _parameter_properties(cls, dtype, num_classes=None):
-        return dict(
-            householder=tfp.util.ParameterProperties(event_ndims=2),
-            r_raw=tfp.util.ParameterProperties(event_ndims=2),
-            r_tilde_raw=tfp.util.ParameterProperties(event_ndims=2),
-            b=tfp.util.ParameterProperties(event_ndims=1),
-        )
+        super().__init__(parameters, {"householder": householder, "r_raw": r_raw, "r_tilde_raw": r_tilde_raw,
+                                       "b": b}, validate_args, name)
 
     def q(self):
         """[D, M] with orthonormal columns."""
