@@ -216,6 +216,33 @@ class BayesianLayer(keras.layers.Layer):
             return None
         return self.prior.distribution(self.bias_params[0].shape)
 
+    def posterior_moments(self):
+        """Means and variances of the weights, for sampling-free propagation.
+
+        Returns a tuple (kernel_loc, kernel_var, bias_loc, bias_var) of float32
+        tensors: the kernel's posterior mean and per-weight variance, and the
+        bias's (a deterministic bias has variance 0; without a bias both are
+        None). In mean mode the variances are 0, as sampling would be.
+        `tfp_bnn.moments` reads these to push means and covariances through
+        the network instead of weight samples.
+
+        Raises:
+            ValueError: if the posterior is not location-scale (a flow
+                posterior has no per-weight variance that describes it).
+        """
+        self._require_location_scale()
+        with _float32_variables():
+            off = tf.constant(0.0) if _flag("force_mean") else tf.cast(self.sampling, "float32")
+            loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.kernel_params))
+            kernel = (tf.cast(loc, "float32"), tf.square(tf.cast(scale, "float32")) * off)
+            if not self.use_bias:
+                return kernel + (None, None)
+            if self.bias_params is None:
+                bias = tf.cast(tf.convert_to_tensor(self.bias), "float32")
+                return kernel + (bias, tf.zeros_like(bias))
+            loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.bias_params))
+            return kernel + (tf.cast(loc, "float32"), tf.square(tf.cast(scale, "float32")) * off)
+
     def kl_divergence(self):
         """KL(q || p) of this layer's weights, unweighted, in nats.
 
