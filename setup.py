@@ -24,7 +24,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["tfp_bnn", "tfp_bnn.*", "zoo", "zoo.*"]),
-    package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md"]},
+    package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md",
+                                   "sunspots/*.csv", "sunspots/*.md"]},
     include_package_data=True,
     install_requires=[
         "tensorflow>=2.18",

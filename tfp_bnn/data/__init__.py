@@ -5,6 +5,11 @@ from tfp_bnn.data.corruptions import CORRUPTIONS
 from tfp_bnn.data.corruptions import corrupt
 from tfp_bnn.data.digits import load_digits
 from tfp_bnn.data.digits import stratified_split
+from tfp_bnn.data.timeseries import forecasting_split
+from tfp_bnn.data.timeseries import load_sunspots
+from tfp_bnn.data.timeseries import make_windows
+from tfp_bnn.data.timeseries import read_series_csv
+from tfp_bnn.data.timeseries import sunspots_path
 from tfp_bnn.data.uci import Standardizer
 from tfp_bnn.data.uci import concrete_path
 from tfp_bnn.data.uci import load_concrete
@@ -17,9 +22,14 @@ __all__ = [
     "concrete_path",
     "corrupt",
     "corruptions",
+    "forecasting_split",
     "load_concrete",
     "load_digits",
+    "load_sunspots",
+    "make_windows",
+    "read_series_csv",
     "read_table",
     "stratified_split",
+    "sunspots_path",
     "train_test_split",
 ]

@@ -1,0 +1,140 @@
+"""Univariate time series for forecasting: reading, windowing, chronological splits.
+
+A forecaster sees `window` past values and predicts the next one. Test
+windows are those whose target lies in the final period of the series,
+so the model is scored on the future, never on months interleaved with
+its training data; the scaling statistics come from the training targets
+alone. `load_sunspots` reads the packaged Zurich monthly sunspot numbers
+(1749-1983, see data/sunspots/README.md).
+"""
+
+import csv
+import math
+import os
+import pathlib
+from importlib import resources
+
+import numpy as np
+
+from tfp_bnn.data.uci import Standardizer
+
+
+def read_series_csv(path, value_column: int = 1) -> tuple:
+    """Reads a CSV with a header line and one (label, value) row per time step.
+
+    Args:
+        path: the file (str or path-like).
+        value_column: 0-based column of the numbers; column 0 is taken as
+            the time label.
+
+    Returns:
+        `(labels, values)`: a list of str and a float64 array, in file order.
+
+    Raises:
+        ValueError: naming the file and the 1-based line for a row that is
+            too short, a value that is not a finite number; also for a file
+            with no data row.
+    """
+    path = os.fspath(path)
+    if isinstance(value_column, bool) or not isinstance(value_column, int) or value_column < 1:
+        raise ValueError(f"`value_column` must be an int >= 1, got {value_column!r}.")
+    labels, values = [], []
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle)
+        next(rows, None)  # the header
+        for line_number, row in enumerate(rows, start=2):
+            if not row or all(not field.strip() for field in row):
+                continue
+            where = f"{path}, line {line_number}"
+            if len(row) <= value_column:
+                raise ValueError(f"{where}: expected at least {value_column + 1} columns, "
+                                 f"found {len(row)}.")
+            field = row[value_column].strip()
+            try:
+                value = float(field)
+            except ValueError:
+                raise ValueError(f"{where}: {field!r} is not a number.") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{where}: {field!r} is not a finite number.")
+            labels.append(row[0].strip())
+            values.append(value)
+    if not values:
+        raise ValueError(f"{path}: the file holds no data rows.")
+    return labels, np.asarray(values, dtype=np.float64)
+
+
+def sunspots_path() -> pathlib.Path:
+    """Path of the packaged monthly sunspot table."""
+    return pathlib.Path(resources.files("tfp_bnn.data") / "sunspots" / "monthly-sunspots.csv")
+
+
+def load_sunspots() -> tuple:
+    """Zurich monthly sunspot numbers, 1749-01 to 1983-12 (2820 months).
+
+    Returns:
+        `(months, values)`: labels "YYYY-MM" and a float64 array [2820].
+    """
+    return read_series_csv(sunspots_path())
+
+
+def make_windows(series, window: int) -> tuple:
+    """All (window past values -> next value) pairs of a 1-D series.
+
+    Returns:
+        `(x, y)`: x [n - window, window], y [n - window], where row t holds
+        series[t : t + window] and its target series[t + window].
+    """
+    series = np.asarray(series, dtype=np.float64)
+    if series.ndim != 1:
+        raise ValueError(f"`series` must be 1-D, got shape {series.shape}.")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"`window` must be a positive int, got {window!r}.")
+    if len(series) <= window:
+        raise ValueError(f"`series` has {len(series)} values; a window of {window} needs "
+                         f"at least {window + 1}.")
+    x = np.lib.stride_tricks.sliding_window_view(series[:-1], window)
+    return x.copy(), series[window:].copy()
+
+
+def forecasting_split(series, window: int, test_size: int, validation_size: int = 0,
+                      dtype="float32") -> dict:
+    """Chronological train / validation / test windows, scaled by training statistics.
+
+    The last `test_size` targets are the test period, the `validation_size`
+    before them the validation period, and every earlier target is for
+    training. Inputs of a test window reach back into earlier periods, as a
+    forecaster's would, but no training window sees a value of a later
+    period. One `Standardizer` fitted on the training targets scales inputs
+    and targets alike (they are the same quantity).
+
+    Args:
+        series: 1-D array of values in time order.
+        window: past values per input, int >= 1.
+        test_size: number of final targets held out, int >= 1.
+        validation_size: number of targets before the test period held out
+            for validation, int >= 0.
+        dtype: dtype of the returned arrays.
+
+    Returns:
+        dict with `x_train`, `y_train`, `x_validation`, `y_validation`,
+        `x_test`, `y_test` (x as [n, window, 1], scaled; y as [n], scaled)
+        and `scaler`, the fitted `Standardizer` (its `inverse_transform`
+        maps predictions back to the series' units).
+    """
+    for name, value, low in (("test_size", test_size, 1),
+                             ("validation_size", validation_size, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+    x, y = make_windows(series, window)
+    num_train = len(y) - test_size - validation_size
+    if num_train < 2:
+        raise ValueError(f"{len(y)} windows leave {num_train} for training after "
+                         f"test_size={test_size} and validation_size={validation_size}; "
+                         "need at least 2.")
+    scaler = Standardizer().fit(y[:num_train])
+    x = scaler.transform(x)[..., None].astype(dtype)
+    y = scaler.transform(y).astype(dtype)
+    cut = num_train + validation_size
+    return {"x_train": x[:num_train], "y_train": y[:num_train],
+            "x_validation": x[num_train:cut], "y_validation": y[num_train:cut],
+            "x_test": x[cut:], "y_test": y[cut:], "scaler": scaler}
