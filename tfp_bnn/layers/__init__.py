@@ -1,6 +1,9 @@
 """Keras 3 variational layers built on TensorFlow Probability."""
 
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
+from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
+from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.layers.conv2d_flipout import Conv2DFlipout
 from tfp_bnn.layers.conv2d_reparameterization import Conv2DReparameterization
 from tfp_bnn.layers.dense_flipout import DenseFlipout
@@ -15,6 +18,9 @@ from tfp_bnn.layers.node_dense import NodeDense
 
 __all__ = [
     "BayesianLayer",
+    "BayesianLayerNormalization",
+    "BayesianMultiHeadAttention",
+    "BayesianTransformerBlock",
     "Conv2DFlipout",
     "Conv2DReparameterization",
     "DenseFlipout",
