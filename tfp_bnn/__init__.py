@@ -17,6 +17,7 @@ from tfp_bnn import layers
 from tfp_bnn import losses
 from tfp_bnn import mc_dropout
 from tfp_bnn import metrics
+from tfp_bnn import moments
 from tfp_bnn import posteriors
 from tfp_bnn import predict
 from tfp_bnn import priors
@@ -37,6 +38,7 @@ __all__ = [
     "mc_dropout",
     "mean_mode",
     "metrics",
+    "moments",
     "posteriors",
     "predict",
     "priors",

@@ -1,0 +1,156 @@
+"""Scaled dot-product and multi-head attention on moments.
+
+Per head h (seed 000, §4.3):
+
+    S_h = q_h k_h^T / sqrt(K)      matmul (seed Prop. 1, 2), q_h, k_h independent
+    P_h = softmax(S_h)             first-order Taylor (seed Prop. 3)
+    A_h = P_h v_h                  matmul, P_h and v_h independent
+
+then the heads are concatenated head-major (head h owns columns
+h*Dv:(h+1)*Dv), as keras.layers.MultiHeadAttention lays them out. The
+seed writes A_h = V_h W_h^T and re-indexes both covariances (§4.3.3);
+batch-first row-major layout makes it a plain p @ v here.
+
+Independence. With a constant input X the heads use disjoint, independent
+weight columns, and the query, key and value weights are independent, so
+q_h, k_h, v_h and the heads are mutually independent: exactly the
+assumptions above. With a random input (a later block) all of them share X
+and are correlated; we still treat them as independent (seed 000, §4.3.1
+and footnote 5), an approximation. Consequently the covariance of the
+concatenation is block diagonal over heads: the cross-head blocks are
+zero (seed 000, §4.4).
+"""
+
+import math
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import unflatten_cov
+from tfp_bnn.moments.products import matmul
+from tfp_bnn.moments.products import transpose
+from tfp_bnn.moments.softmax import check_mask
+from tfp_bnn.moments.softmax import softmax
+
+
+def _check_qkv(q, k, v):
+    q = as_moments(q, "q", ranks=(3,))
+    k = as_moments(k, "k", mode=q.mode, ranks=(3,))
+    v = as_moments(v, "v", mode=q.mode, ranks=(3,))
+    if k.mean.shape[-1] != q.mean.shape[-1]:
+        raise ValueError(
+            f"`k` has width {k.mean.shape[-1]} but `q` has width {q.mean.shape[-1]}; "
+            "queries and keys must have the same size."
+        )
+    if v.mean.shape[1] != k.mean.shape[1]:
+        raise ValueError(
+            f"`v` has {v.mean.shape[1]} positions but `k` has {k.mean.shape[1]}."
+        )
+    return q, k, v
+
+
+def scaled_dot_product_attention(q: Moments, k: Moments, v: Moments, mask=None) -> Moments:
+    """Moments of softmax(q k^T / sqrt(K)) v for one head.
+
+    Args:
+        q: Moments with mean [B, Jq, K].
+        k: Moments with mean [B, Jk, K], independent of `q`.
+        v: Moments with mean [B, Jk, Dv], independent of `q` and `k`.
+        mask: optional boolean tensor broadcastable to [B, Jq, Jk], True
+            where a query may attend to a key.
+
+    Returns:
+        Moments with mean [B, Jq, Dv] in the mode of `q`.
+
+    Raises:
+        ValueError: naming `q`, `k`, `v` or `mask` for mismatched shapes.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    mask = check_mask(mask, [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]])
+    # seed 000, §4.3.1-4.3.2: scaling each score by 1/sqrt(K) scales the
+    # covariance by 1/K.
+    scores = matmul(q, transpose(k)).scale(1.0 / math.sqrt(q.mean.shape[-1]))
+    weights = softmax(scores, mask)
+    return matmul(weights, v)  # seed 000, §4.3.3
+
+
+def split_heads(x: Moments, num_heads) -> Moments:
+    """[B, J, H*D] -> [B*H, J, D]: heads into the batch, cross-head cov dropped.
+
+    Batch index b*H + h. In full mode the [B, J*H*D, J*H*D] covariance keeps
+    only its per-head blocks (heads assumed independent, module docstring).
+    """
+    tokens, width = x.mean.shape[1:]
+    depth = width // num_heads
+    mean = tf.reshape(x.mean, [-1, tokens, num_heads, depth])
+    mean = tf.reshape(tf.transpose(mean, [0, 2, 1, 3]), [-1, tokens, depth])
+    if x.cov is None:
+        return Moments(mean, None, x.mode)
+    if x.mode == "diagonal":
+        var = tf.reshape(x.cov, [-1, tokens, num_heads, depth])
+        var = tf.reshape(tf.transpose(var, [0, 2, 1, 3]), [-1, tokens, depth])
+        return Moments(mean, var, x.mode)
+    c = unflatten_cov(x.cov, (tokens, num_heads, depth))  # [B, j, h, d, k, g, e]
+    # diag_part over the two head axes keeps the h == g blocks.
+    blocks = tf.linalg.diag_part(tf.transpose(c, [0, 1, 3, 4, 6, 2, 5]))  # [B, j, d, k, e, h]
+    blocks = tf.transpose(blocks, [0, 5, 1, 2, 3, 4])  # [B, h, j, d, k, e]
+    return Moments(mean, flatten_cov(blocks, (tokens, depth)), x.mode)
+
+
+def merge_heads(x: Moments, num_heads) -> Moments:
+    """[B*H, J, D] -> [B, J, H*D], head-major, cross-head covariance zero."""
+    tokens, depth = x.mean.shape[1:]
+    mean = tf.reshape(x.mean, [-1, num_heads, tokens, depth])
+    mean = tf.reshape(tf.transpose(mean, [0, 2, 1, 3]), [-1, tokens, num_heads * depth])
+    if x.cov is None:
+        return Moments(mean, None, x.mode)
+    if x.mode == "diagonal":
+        var = tf.reshape(x.cov, [-1, num_heads, tokens, depth])
+        var = tf.reshape(tf.transpose(var, [0, 2, 1, 3]), [-1, tokens, num_heads * depth])
+        return Moments(mean, var, x.mode)
+    c = tf.reshape(x.cov, [-1, num_heads, tokens, depth, tokens, depth])
+    eye = tf.eye(num_heads, dtype=c.dtype)
+    # seed 000, §4.4 (with its block index fixed: head = block index mod H).
+    c = tf.einsum("bhjdke,hg->bjhdkge", c, eye)
+    return Moments(mean, flatten_cov(c, (tokens, num_heads, depth)), x.mode)
+
+
+def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=None) -> Moments:
+    """Moments of multi-head attention from projected queries, keys, values.
+
+    Args:
+        q: Moments with mean [B, Jq, H*K] (head h owns columns h*K:(h+1)*K),
+            e.g. from `dense(x, query kernel)`.
+        k: Moments with mean [B, Jk, H*K].
+        v: Moments with mean [B, Jk, H*Dv].
+        num_heads: H, a positive int dividing both widths.
+        mask: optional boolean tensor broadcastable to [B, Jq, Jk], shared
+            by all heads.
+
+    Returns:
+        Moments with mean [B, Jq, H*Dv] (the concatenated heads, before the
+        output projection) in the mode of `q`.
+
+    Raises:
+        ValueError: naming `num_heads`, `q`, `k`, `v` or `mask`.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"`num_heads` must be a positive int, got {num_heads!r}.")
+    for name, x in (("q", q), ("v", v)):
+        if x.mean.shape[-1] % num_heads:
+            raise ValueError(
+                f"`num_heads`={num_heads} does not divide the width "
+                f"{x.mean.shape[-1]} of `{name}`."
+            )
+    batch_shape = [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]]
+    mask = check_mask(mask, batch_shape)
+    if mask is not None:
+        mask = tf.broadcast_to(mask, [tf.shape(q.mean)[0]] + batch_shape[1:])
+        mask = tf.reshape(tf.repeat(mask[:, None], num_heads, axis=1), [-1] + batch_shape[1:])
+    heads = scaled_dot_product_attention(
+        split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads), mask
+    )
+    return merge_heads(heads, num_heads)

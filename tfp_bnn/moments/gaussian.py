@@ -1,0 +1,198 @@
+"""The moment representation shared by every function of `tfp_bnn.moments`.
+
+A random activation is carried as its mean and covariance (seed 000, §4):
+
+    mean  float32 [B, J, I]   batch, sequence positions (tokens), features
+          (or [B, I] for a plain vector per example)
+    cov   mode "diagonal": the variances, same shape as `mean`
+          mode "full":     [B, J*I, J*I], the covariance of the row-major
+                           flattening of each [J, I] slice (index j*I + i),
+                           which is the seed's column-stacking vec of its
+                           I x J matrix X; [B, I, I] for a rank-2 mean
+          None: the activation is a constant (deterministic input)
+
+All but the batch dimension must be known when a function is traced: the
+covariance algebra reshapes to [B, J, I, J, I] with static J and I.
+
+`mode` is a Python string, so a compiled function must not *return* a
+`Moments` (tf.function turns the string into a string tensor, which XLA
+cannot output): return `m.mean, m.cov` and rebuild the tuple outside.
+"""
+
+import typing
+
+import numpy as np
+import tensorflow as tf
+
+MODES = ("diagonal", "full")
+
+
+def check_mode(mode, name="mode"):
+    """Returns `mode` if it is one of `MODES`, else raises a ValueError."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(
+            f"`{name}` must be one of {MODES}, got {mode!r}. (A string tensor here "
+            "means a Moments was returned from a tf.function: return "
+            "`m.mean, m.cov` instead.)"
+        )
+    return mode
+
+
+class _MomentsFields(typing.NamedTuple):
+    mean: tf.Tensor
+    cov: typing.Optional[tf.Tensor]
+    mode: str
+
+
+class Moments(_MomentsFields):
+    """Mean and covariance of a random tensor, batch first.
+
+    A `typing.NamedTuple` with fields `mean`, `cov`, `mode` (see the module
+    docstring for the layouts). Constructing one validates `mode`; the
+    functions of `tfp_bnn.moments` validate shapes when they receive one.
+
+    Args:
+        mean: float32 tensor [B, J, I] or [B, I].
+        cov: the variances (mode "diagonal", shape of `mean`), the full
+            covariance (mode "full", [B, N, N] with N = J*I or I), or None
+            for a constant.
+        mode: "diagonal" or "full".
+
+    Example:
+
+    >>> x = Moments.deterministic(tf.ones([2, 3, 4]), mode="full")
+    >>> x.variance().shape
+    TensorShape([2, 3, 4])
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, mean, cov=None, mode="diagonal"):
+        check_mode(mode)
+        return super().__new__(cls, mean, cov, mode)
+
+    @classmethod
+    def deterministic(cls, x, mode="diagonal"):
+        """A constant `x` (no covariance) in the given `mode`."""
+        return cls(tf.convert_to_tensor(x, tf.float32), None, check_mode(mode))
+
+    @property
+    def is_deterministic(self):
+        return self.cov is None
+
+    @property
+    def event_size(self):
+        """N = J*I (or I): the side of a full covariance. Static."""
+        return int(np.prod(self.mean.shape[1:]))
+
+    def variance(self):
+        """The variances, in the shape of `mean`, for both modes."""
+        if self.cov is None:
+            return tf.zeros_like(self.mean)
+        if self.mode == "diagonal":
+            return self.cov
+        return tf.reshape(tf.linalg.diag_part(self.cov), tf.shape(self.mean))
+
+    def full_covariance(self):
+        """The covariance as [B, N, N] whatever the mode (zeros if None)."""
+        n = self.event_size
+        if self.cov is None:
+            return tf.zeros([tf.shape(self.mean)[0], n, n], self.mean.dtype)
+        if self.mode == "full":
+            return self.cov
+        return tf.linalg.diag(tf.reshape(self.cov, [-1, n]))
+
+    def as_mode(self, mode):
+        """The same moments in `mode`; "diagonal" drops every covariance."""
+        check_mode(mode)
+        if mode == self.mode or self.cov is None:
+            return Moments(self.mean, self.cov, mode)
+        if mode == "diagonal":
+            return Moments(self.mean, self.variance(), mode)
+        return Moments(self.mean, self.full_covariance(), mode)
+
+    def scale(self, factor):
+        """Moments of `factor * x` for a constant scalar `factor`."""
+        cov = None if self.cov is None else self.cov * (factor * factor)
+        return Moments(self.mean * factor, cov, self.mode)
+
+
+def as_moments(x, name, mode=None, ranks=(2, 3), default_mode=None):
+    """`x` (a Moments or a constant tensor) as float32 Moments, shapes checked.
+
+    Args:
+        x: a `Moments`, or anything convertible to a float32 tensor, which
+            becomes a constant in `mode`, else `default_mode`, else
+            "diagonal".
+        name: the argument name used in error messages.
+        mode: if given, the mode `x` must have.
+        ranks: the allowed ranks of the mean.
+        default_mode: the mode given to a constant when `mode` is None.
+
+    Returns:
+        A `Moments` with float32 tensors.
+
+    Raises:
+        ValueError: naming `name`, for a wrong rank, a covariance of the
+            wrong shape, or a mode other than `mode`.
+    """
+    if not isinstance(x, Moments):
+        x = Moments.deterministic(x, mode or default_mode or "diagonal")
+    if mode is not None and x.mode != mode:
+        raise ValueError(f"`{name}` has mode {x.mode!r} but mode {mode!r} is required.")
+    mean = tf.convert_to_tensor(x.mean, tf.float32)
+    if mean.shape.rank not in ranks:
+        raise ValueError(
+            f"`{name}` must have a mean of rank {' or '.join(map(str, ranks))}, "
+            f"got shape {mean.shape}."
+        )
+    if None in mean.shape[1:]:
+        raise ValueError(f"`{name}` needs static non-batch dimensions, got {mean.shape}.")
+    cov = x.cov
+    if cov is not None:
+        cov = tf.convert_to_tensor(cov, tf.float32)
+        n = int(np.prod(mean.shape[1:]))
+        expected = mean.shape if x.mode == "diagonal" else tf.TensorShape([mean.shape[0], n, n])
+        if not cov.shape.is_compatible_with(expected):
+            raise ValueError(
+                f"`{name}` in mode {x.mode!r} with mean {mean.shape} needs a "
+                f"covariance of shape {expected}, got {cov.shape}."
+            )
+    return Moments(mean, cov, x.mode)
+
+
+def as_moments_pair(first, second, names, ranks=(2, 3)):
+    """Two operands as Moments of one mode; a constant takes the other's mode.
+
+    Raises:
+        ValueError: naming both arguments if their modes differ, or naming
+            one of them for a bad shape (see `as_moments`).
+    """
+    mode = next((x.mode for x in (first, second) if isinstance(x, Moments)), None)
+    first = as_moments(first, names[0], ranks=ranks, default_mode=mode)
+    second = as_moments(second, names[1], ranks=ranks, default_mode=mode)
+    if first.mode != second.mode:
+        raise ValueError(
+            f"`{names[0]}` has mode {first.mode!r} but `{names[1]}` has mode "
+            f"{second.mode!r}; convert one with `.as_mode(...)`."
+        )
+    return first, second
+
+
+def unflatten_cov(cov, shape):
+    """[B, N, N] -> [B, *shape, *shape] with N = prod(shape)."""
+    return tf.reshape(cov, [-1] + list(shape) + list(shape))
+
+
+def flatten_cov(cov, shape):
+    """[B, *shape, *shape] -> [B, N, N]; inverse of `unflatten_cov`."""
+    n = int(np.prod(shape))
+    return tf.reshape(cov, [-1, n, n])
+
+
+def add_covariances(*covs):
+    """Sum of the covariances that are not None; None if all are."""
+    present = [c for c in covs if c is not None]
+    if not present:
+        return None
+    return tf.add_n(present) if len(present) > 1 else present[0]

@@ -1,0 +1,189 @@
+"""Layer normalisation over the last axis, with a random gain and bias.
+
+For each token j, LayerNorm computes (as keras.layers.LayerNormalization)
+
+    z_ji = g_i (x_ji - xbar_j) / sqrt(var_j + epsilon) + b_i,
+    xbar_j = mean_i x_ji,  var_j = mean_i (x_ji - xbar_j)^2   (biased).
+
+Approximation (seed 000, §4.5, corrected):
+
+1. Centring is linear, xc_j = P x_j with P = I - 11^T / I, so it is
+   applied exactly: mean mc = P m, covariance C'_{jk} = P C_{jk} P. The
+   seed subtracts a constant computed from the means, keeping the
+   uncentred covariance in Prop. 4.
+2. The divisor is a constant per token, taken from the moments:
+
+       s_j = sqrt(E[var_j] + epsilon),
+       E[var_j] = mean_i mc_ji^2 + tr(P C_jj P) / I.
+
+   The seed divides by the *variance* of the means, sigma_j = mean_i
+   mc_ji^2, where the standard deviation is meant, and omits epsilon. It
+   also uses the means only: when the noise is not small compared with
+   the spread of the means, a sampled LayerNorm divides by the spread of
+   the noisy sample, so a means-only divisor is too small and inflates
+   both the mean and the variance of z. Adding the propagated part
+   tr(P C_jj P) / I is the exact expectation of var_j and tracks sampling
+   better (tests/moments/test_layer_norm.py measures both).
+3. With u = xc / s (mean mu = mc / s, Cov[u_ji, u_kl] = C'_{ji,kl} /
+   (s_j s_k)) and g, b independent of x, mean-field and shared by the
+   tokens, the product rule of seed 000, Prop. 4 (corrected) is exact:
+
+       E[z_ji] = E[g_i] mu_ji + E[b_i]
+       Cov[z_ji, z_kl] = delta_il Var[g_i] (Cov[u_ji, u_ki] + mu_ji mu_ki)
+                         + Cov[u_ji, u_kl] E[g_i] E[g_l]
+                         + delta_il Var[b_i].
+
+Diagonal mode takes C diagonal, so Var[xc_ji] = v_ji (1 - 2/I) +
+sum_l v_jl / I^2, and keeps only Var[z_ji].
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import add_covariances
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import unflatten_cov
+from tfp_bnn.moments.linear import _vector_or_none
+
+
+def _centred_covariance(x, tokens, width):
+    """P C P per token pair as [B, J, I, J, I] (full) or the centred variances."""
+    if x.mode == "diagonal":
+        v = tf.reshape(x.cov, [-1, tokens, width])
+        total = tf.reduce_sum(v, axis=-1, keepdims=True)
+        return v * (1.0 - 2.0 / width) + total / width**2
+    c = unflatten_cov(x.cov, (tokens, width))
+    c = c - tf.reduce_mean(c, axis=2, keepdims=True)
+    return c - tf.reduce_mean(c, axis=4, keepdims=True)
+
+
+METHODS = ("linearized", "constant")
+
+
+def check_method(method, name="method"):
+    """Returns `method` if it is one of `METHODS`, else raises a ValueError."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"`{name}` must be one of {METHODS}, got {method!r}.")
+    return method
+
+
+def _project_radial(cu, u, width):
+    """Q_j cu Q_k^T with Q_j = I - u_j u_j^T / I, on [B, J, I, J, I]."""
+    left = tf.einsum("bji,bjikl->bjkl", u, cu)
+    cu = cu - u[:, :, :, None, None] * left[:, :, None] / width
+    right = tf.einsum("bjikl,bkl->bjik", cu, u)
+    return cu - right[..., None] * u[:, None, None] / width
+
+
+def layer_norm(
+    x: Moments,
+    gamma_loc,
+    gamma_var,
+    beta_loc,
+    beta_var,
+    epsilon=1e-3,
+    propagate_variance=True,
+    method="linearized",
+) -> Moments:
+    """Moments of LayerNormalization over the last axis, random gain and bias.
+
+    Args:
+        x: Moments with mean [B, J, I] or [B, I] (a constant tensor is
+            accepted).
+        gamma_loc: [I], mean of the gain g (None means g = 1).
+        gamma_var: [I], variance of each gain entry, or None.
+        beta_loc: [I], mean of the bias b, or None (no bias).
+        beta_var: [I], variance of each bias entry, or None.
+        epsilon: added to the variance in the divisor, as in Keras.
+        propagate_variance: if True (default) the divisor uses E[var_j]
+            including the propagated covariance; False gives the seed's
+            means-only divisor (with "linearized": the plain first-order
+            Taylor expansion at the mean input).
+        method: "linearized" (default: the Jacobian of the normalisation,
+            which removes the radial part of the noise) or "constant" (the
+            divisor treated as a constant); see the module docstring.
+
+    Returns:
+        Moments of z, same shape and mode as `x`.
+
+    Raises:
+        ValueError: naming the argument with a wrong shape or `method`.
+    """
+    check_method(method)
+    x = as_moments(x, "x")
+    width = x.mean.shape[-1]
+    tokens = x.mean.shape[1] if x.mean.shape.rank == 3 else 1
+    gamma_loc = _vector_or_none(gamma_loc, "gamma_loc", width)
+    gamma_var = _vector_or_none(gamma_var, "gamma_var", width)
+    beta_loc = _vector_or_none(beta_loc, "beta_loc", width)
+    beta_var = _vector_or_none(beta_var, "beta_var", width)
+    if gamma_loc is None:
+        gamma_loc = tf.ones([width], tf.float32)
+
+    m = tf.reshape(x.mean, [-1, tokens, width])
+    mc = m - tf.reduce_mean(m, axis=-1, keepdims=True)
+    expected_var = tf.reduce_mean(tf.square(mc), axis=-1)  # [B, J]
+    cc = None
+    if x.cov is not None:
+        cc = _centred_covariance(x, tokens, width)
+        if x.mode == "diagonal":
+            trace = tf.reduce_sum(cc, axis=-1)
+        else:
+            # tr(P C_jj P): the diagonal of the [J*I, J*I] matrix, per token.
+            diag = tf.reshape(tf.linalg.diag_part(tf.reshape(cc, [-1, tokens * width,
+                                                                tokens * width])),
+                              [-1, tokens, width])
+            trace = tf.reduce_sum(diag, axis=-1)
+        if propagate_variance:
+            expected_var = expected_var + trace / width
+    s = tf.sqrt(expected_var + epsilon)  # [B, J]; std, not variance
+    mu = mc / s[..., None]
+    mean = gamma_loc * mu
+    if beta_loc is not None:
+        mean = mean + beta_loc
+    mean = tf.reshape(mean, tf.shape(x.mean))
+    if cc is None and gamma_var is None and beta_var is None:
+        return Moments(mean, None, x.mode)
+
+    if x.mode == "diagonal":
+        vu = None
+        if cc is not None and method == "constant":
+            vu = cc / tf.square(s)[..., None]
+        elif cc is not None:
+            # diag(A diag(v) A^T), A = I - (1 + u u^T) / I (= P - u u^T / I).
+            v = tf.reshape(x.cov, [-1, tokens, width])
+            sums = [tf.reduce_sum(v * mu**power, axis=-1, keepdims=True) for power in (0, 1, 2)]
+            vu = (v * (1.0 - 2.0 * (1.0 + tf.square(mu)) / width)
+                  + (sums[0] + 2.0 * mu * sums[1] + tf.square(mu) * sums[2]) / width**2)
+            vu = vu / tf.square(s)[..., None]
+        terms = []
+        if vu is not None:
+            terms.append(vu * tf.square(gamma_loc))
+        if gamma_var is not None:
+            terms.append(gamma_var * (tf.square(mu) if vu is None else vu + tf.square(mu)))
+        if beta_var is not None:
+            terms.append(tf.broadcast_to(beta_var, tf.shape(mu)))
+        return Moments(mean, tf.reshape(add_covariances(*terms), tf.shape(x.mean)), x.mode)
+
+    # seed 000, Prop. 4 (corrected), on [B, J, I, J, I].
+    terms = []
+    shared = []  # delta_il terms, every token pair: [B, J, J, I]
+    cu = None
+    if cc is not None:
+        cu = cc / (s[:, :, None, None, None] * s[:, None, None, :, None])
+        if method == "linearized":
+            cu = _project_radial(cu, mu, width)
+        terms.append(cu * gamma_loc[:, None, None] * gamma_loc)
+    if gamma_var is not None:
+        second = tf.einsum("bji,bki->bjki", mu, mu)
+        if cu is not None:
+            # Cov[u_ji, u_ki] for every token pair: [B, J, J, I].
+            second = second + tf.linalg.diag_part(tf.transpose(cu, [0, 1, 3, 2, 4]))
+        shared.append(second * gamma_var)
+    if beta_var is not None:
+        shared.append(tf.broadcast_to(beta_var, [tf.shape(m)[0], tokens, tokens, width]))
+    if shared:
+        eye = tf.eye(width, dtype=m.dtype)
+        terms.append(tf.einsum("bjki,il->bjikl", add_covariances(*shared), eye))
+    return Moments(mean, flatten_cov(add_covariances(*terms), (tokens, width)), x.mode)

@@ -1,0 +1,143 @@
+"""A dense layer with a mean-field Gaussian kernel and bias.
+
+y = x @ W + b over the last axis, with W [I, O] of independent entries
+(mean M, variance S), b [O] independent (variance s_b), both independent
+of x (mean m, covariance C). This is seed 000, Prop. 1 and Prop. 2 with
+a = x and b = W; the mean-field kernel makes Cov[W_ia, W_lc] =
+delta_il delta_ac S_ia, so the sums collapse to (seed 000, §4.2):
+
+    E[y_ja] = sum_i m_ji M_ia + E[b_a]
+
+    Cov[y_ja, y_kc] = sum_{i,l} M_ia M_lc C_{ji,kl}
+                    + delta_ac sum_i S_ia (C_{ji,ki} + m_ji m_ki)
+                    + delta_ac s_b_a
+
+for all token pairs (j, k). The kernel is shared by the tokens, so the
+second and third terms couple different tokens even when x is a constant
+(C = 0): Prop. 2 with Sigma^B = 0 keeps cross-token covariance. Diagonal
+mode keeps j = k, a = c:
+
+    Var[y_ja] = sum_i M_ia^2 v_ji + S_ia (v_ji + m_ji^2) + s_b_a
+
+Both are exact (independence is all they use).
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import add_covariances
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import unflatten_cov
+
+
+def _vector_or_none(value, name, size):
+    if value is None:
+        return None
+    value = tf.convert_to_tensor(value, tf.float32)
+    if value.shape != (size,):
+        raise ValueError(f"`{name}` must have shape ({size},), got {value.shape}.")
+    return value
+
+
+def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, name=""):
+    """Converts and checks dense parameters; errors name the argument.
+
+    Args:
+        kernel_loc, kernel_var: [input_size, O]; `kernel_var` may be None
+            (a deterministic kernel).
+        bias_loc, bias_var: [O] or None (no bias / a deterministic bias).
+        input_size: the width I of the input.
+        name: a prefix for error messages, e.g. "params['query'] ".
+
+    Returns:
+        The four values as float32 tensors (or None).
+    """
+    kernel_loc = tf.convert_to_tensor(kernel_loc, tf.float32)
+    if kernel_loc.shape.rank != 2 or kernel_loc.shape[0] != input_size:
+        raise ValueError(
+            f"{name}`kernel_loc` must have shape ({input_size}, units) to match the "
+            f"input width {input_size}, got {kernel_loc.shape}."
+        )
+    if kernel_var is not None:
+        kernel_var = tf.convert_to_tensor(kernel_var, tf.float32)
+        if kernel_var.shape != kernel_loc.shape:
+            raise ValueError(
+                f"{name}`kernel_var` must have the shape of `kernel_loc` "
+                f"{kernel_loc.shape}, got {kernel_var.shape}."
+            )
+    units = kernel_loc.shape[1]
+    bias_loc = _vector_or_none(bias_loc, name + "bias_loc", units)
+    bias_var = _vector_or_none(bias_var, name + "bias_var", units)
+    if bias_loc is None and bias_var is not None:
+        raise ValueError(f"{name}`bias_var` is given but `bias_loc` is None.")
+    return kernel_loc, kernel_var, bias_loc, bias_var
+
+
+def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> Moments:
+    """Moments of `x @ W + b` for a mean-field Gaussian W and b.
+
+    Args:
+        x: Moments with mean [B, J, I] or [B, I] (a constant tensor is
+            accepted and becomes a diagonal-mode constant).
+        kernel_loc: [I, O], the means M of the kernel.
+        kernel_var: [I, O], the per-weight variances S, or None.
+        bias_loc: [O] or None (no bias).
+        bias_var: [O] or None (a deterministic bias).
+
+    Returns:
+        Moments with mean [B, J, O] (or [B, O]) in the mode of `x`; cov
+        None only if x, the kernel and the bias are all deterministic.
+
+    Raises:
+        ValueError: naming the argument whose shape does not fit.
+    """
+    x = as_moments(x, "x")
+    kernel_loc, kernel_var, bias_loc, bias_var = check_dense_params(
+        kernel_loc, kernel_var, bias_loc, bias_var, x.mean.shape[-1]
+    )
+    rank = x.mean.shape.rank
+    units = kernel_loc.shape[1]
+    m = x.mean
+    mean = tf.matmul(m, kernel_loc)  # seed 000, Prop. 1
+    if bias_loc is not None:
+        mean = mean + bias_loc
+    if x.cov is None and kernel_var is None and bias_var is None:
+        return Moments(mean, None, x.mode)
+
+    if x.mode == "diagonal":
+        terms = []
+        if x.cov is not None:
+            terms.append(tf.matmul(x.cov, tf.square(kernel_loc)))
+        if kernel_var is not None:
+            second = tf.square(m) if x.cov is None else x.cov + tf.square(m)
+            terms.append(tf.matmul(second, kernel_var))
+        if bias_var is not None:
+            terms.append(tf.broadcast_to(bias_var, tf.shape(mean)))
+        return Moments(mean, add_covariances(*terms), x.mode)
+
+    # A vector [B, I] is a sequence of one token: the same algebra applies.
+    tokens = m.shape[1] if rank == 3 else 1
+    width = m.shape[-1]
+    m3 = tf.reshape(m, [-1, tokens, width])
+    terms = []
+    if x.cov is not None:
+        c = unflatten_cov(x.cov, (tokens, width))
+        half = tf.einsum("bjikl,lc->bjikc", c, kernel_loc)
+        terms.append(tf.einsum("bjikc,ia->bjakc", half, kernel_loc))
+    # The weight-noise and bias terms are diagonal in the unit (a = c) but
+    # couple every pair of tokens (j, k): collect them as [B, J, J, O].
+    shared = []
+    if kernel_var is not None:
+        second = tf.einsum("bji,bki->bjki", m3, m3)
+        if x.cov is not None:
+            c_tokens = tf.transpose(unflatten_cov(x.cov, (tokens, width)), [0, 1, 3, 2, 4])
+            second = second + tf.linalg.diag_part(c_tokens)
+        shared.append(tf.einsum("bjki,ia->bjka", second, kernel_var))
+    if bias_var is not None:
+        shared.append(tf.broadcast_to(bias_var, [tf.shape(m)[0], tokens, tokens, units]))
+    if shared:
+        eye = tf.eye(units, dtype=m.dtype)
+        terms.append(tf.einsum("bjka,ac->bjakc", add_covariances(*shared), eye))
+    cov = flatten_cov(add_covariances(*terms), (tokens, units))
+    return Moments(mean, cov, x.mode)

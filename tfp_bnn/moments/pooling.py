@@ -1,0 +1,59 @@
+"""From a sequence of token moments to one vector per example.
+
+A transformer regressor reads its prediction from one token (the last
+position of a forecasting window) or from the average of all tokens (a
+tabular model whose tokens are the features). Both maps are linear, so
+their moments are exact: selecting a token keeps that token's block of
+the covariance, averaging applies the averaging matrix on both sides.
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+
+
+def _check_sequence(x, name):
+    if not isinstance(x, Moments):
+        raise ValueError(f"`{name}` must be a tfp_bnn.moments.Moments, got {type(x).__name__}.")
+    if x.mean.shape.rank != 3 or x.mean.shape[1] is None or x.mean.shape[2] is None:
+        raise ValueError(f"`{name}` must hold a [B, J, I] mean with static J and I, "
+                         f"got shape {x.mean.shape}.")
+    return x.mean.shape[1], x.mean.shape[2]
+
+
+def select_token(x: Moments, index: int = -1) -> Moments:
+    """Moments of x[:, index, :], shape [B, I] (exact).
+
+    Args:
+        x: `Moments` with mean [B, J, I].
+        index: the token, -J <= index < J (default: the last one).
+    """
+    num_tokens, width = _check_sequence(x, "x")
+    if isinstance(index, bool) or not isinstance(index, int) or not -num_tokens <= index < num_tokens:
+        raise ValueError(f"`index` must be an int in [{-num_tokens}, {num_tokens}), "
+                         f"got {index!r}.")
+    index %= num_tokens
+    mean = x.mean[:, index, :]
+    if x.cov is None:
+        return Moments(mean, None, x.mode)
+    if x.mode == "diagonal":
+        return Moments(mean, x.cov[:, index, :], x.mode)
+    start = index * width  # row-major flattening: token j owns rows j*I .. j*I + I - 1
+    return Moments(mean, x.cov[:, start:start + width, start:start + width], x.mode)
+
+
+def mean_over_tokens(x: Moments) -> Moments:
+    """Moments of mean_j x[:, j, :], shape [B, I] (exact in full mode).
+
+    Full mode: Cov = (1/J^2) sum_{j,k} C_jk over the [I, I] blocks, cross-token
+    covariances included. Diagonal mode knows no cross-token covariance and
+    takes it as zero: Var = (1/J^2) sum_j v_j.
+    """
+    num_tokens, width = _check_sequence(x, "x")
+    mean = tf.reduce_mean(x.mean, axis=1)
+    if x.cov is None:
+        return Moments(mean, None, x.mode)
+    if x.mode == "diagonal":
+        return Moments(mean, tf.reduce_sum(x.cov, axis=1) / float(num_tokens ** 2), x.mode)
+    blocks = tf.reshape(x.cov, [-1, num_tokens, width, num_tokens, width])
+    return Moments(mean, tf.reduce_sum(blocks, axis=[1, 3]) / float(num_tokens ** 2), x.mode)

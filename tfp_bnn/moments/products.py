@@ -1,0 +1,115 @@
+"""Product of two independent random matrices, and the transpose.
+
+For independent a [n, p] and b [p, q] (per batch element), c = a @ b has,
+with m = E, C = Cov (seed 000, Prop. 1 and Prop. 2, in our index names):
+
+    E[c_ik] = sum_r ma_ir mb_rk                                   (Prop. 1)
+
+    Cov[c_ik, c_jl] = sum_{r,s} (  Cov[a_ir, a_js] Cov[b_rk, b_sl]
+                                 + ma_ir ma_js Cov[b_rk, b_sl]
+                                 + Cov[a_ir, a_js] mb_rk mb_sl )   (Prop. 2)
+
+These are exact for any distributions with these moments: only
+independence of a and b is used, never Gaussianity.
+
+Two slips of the seed are fixed here. Its Prop. 2 states the index range
+1 <= i, j <= n*p, but c has n*q entries, so i and j run to n*q. And its
+first term reads tr(S^A_{k1 k2} S^B_{m1 m2}), which is the sum above only
+when the cross blocks are symmetric: the proof replaces E[a_k2 a_k1^T] by
+S^A_{k1 k2} + mu_k1 mu_k2^T, its transpose. The correct term is
+tr(S^A_{k1 k2} (S^B_{m1 m2})^T), the first line above (tested against
+sampling in tests/moments/test_products.py, where the seed's form fails).
+It matters for p_h @ v_h in attention: softmax cross blocks are not
+symmetric.
+
+Diagonal mode keeps only the variances (all covariances taken as zero):
+
+    Var[c_ik] = sum_r va_ir vb_rk + ma_ir^2 vb_rk + va_ir mb_rk^2
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import add_covariances
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import as_moments_pair
+from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import unflatten_cov
+
+
+def matmul(a: Moments, b: Moments) -> Moments:
+    """Moments of `a @ b` for independent random matrices (batch first).
+
+    Args:
+        a: Moments with mean [B, n, p] (a constant tensor is accepted).
+        b: Moments with mean [B, p, q], independent of `a`, same mode.
+
+    Returns:
+        Moments of c = a @ b: mean [B, n, q]; cov [B, n*q, n*q] (full) or
+        [B, n, q] (diagonal); None if both inputs are constants.
+
+    Raises:
+        ValueError: naming `a` or `b` for wrong ranks, mismatched inner
+            dimensions or modes.
+    """
+    a, b = as_moments_pair(a, b, ("a", "b"), ranks=(3,))
+    mode = a.mode
+    n, p = a.mean.shape[1:]
+    p_b, q = b.mean.shape[1:]
+    if p != p_b:
+        raise ValueError(
+            f"`b` has {p_b} rows but `a` has {p} columns (a: {a.mean.shape}, "
+            f"b: {b.mean.shape})."
+        )
+    ma, mb = a.mean, b.mean
+    mean = tf.matmul(ma, mb)  # seed 000, Prop. 1
+    if a.cov is None and b.cov is None:
+        return Moments(mean, None, mode)
+    if mode == "diagonal":
+        terms = []
+        if b.cov is not None:
+            terms.append(tf.matmul(tf.square(ma), b.cov))
+        if a.cov is not None:
+            terms.append(tf.matmul(a.cov, tf.square(mb)))
+        if a.cov is not None and b.cov is not None:
+            terms.append(tf.matmul(a.cov, b.cov))
+        return Moments(mean, add_covariances(*terms), mode)
+
+    # seed 000, Prop. 2 (with the transpose fixed), on [B, n, p, n, p] and
+    # [B, p, q, p, q] views; einsum never forms a Kronecker product.
+    ca = None if a.cov is None else unflatten_cov(a.cov, (n, p))
+    cb = None if b.cov is None else unflatten_cov(b.cov, (p, q))
+    terms = []
+    if ca is not None and cb is not None:
+        terms.append(tf.einsum("birjs,brksl->bikjl", ca, cb))
+    if cb is not None:
+        half = tf.einsum("bir,brksl->biksl", ma, cb)
+        terms.append(tf.einsum("bjs,biksl->bikjl", ma, half))
+    if ca is not None:
+        half = tf.einsum("birjs,brk->bikjs", ca, mb)
+        terms.append(tf.einsum("bikjs,bsl->bikjl", half, mb))
+    return Moments(mean, flatten_cov(add_covariances(*terms), (n, q)), mode)
+
+
+def transpose(m: Moments) -> Moments:
+    """Moments of the matrix transpose (swap of the last two axes).
+
+    In full mode the covariance is re-indexed: entry (i, r), flat index
+    i*p + r of the [n, p] slice, moves to (r, i), flat index r*n + i
+    (seed 000, §4.3.3, written there for column-stacking vec).
+
+    Args:
+        m: Moments with mean [B, n, p].
+
+    Returns:
+        Moments with mean [B, p, n] and the re-indexed covariance.
+    """
+    m = as_moments(m, "m", ranks=(3,))
+    n, p = m.mean.shape[1:]
+    mean = tf.transpose(m.mean, [0, 2, 1])
+    if m.cov is None:
+        return Moments(mean, None, m.mode)
+    if m.mode == "diagonal":
+        return Moments(mean, tf.transpose(m.cov, [0, 2, 1]), m.mode)
+    cov = tf.transpose(unflatten_cov(m.cov, (n, p)), [0, 2, 1, 4, 3])
+    return Moments(mean, flatten_cov(cov, (p, n)), m.mode)

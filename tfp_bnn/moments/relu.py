@@ -1,0 +1,103 @@
+"""ReLU on moments: exact rectified-Gaussian moments, or the seed's Taylor rule.
+
+"exact" (the default) treats each unit as Gaussian, x ~ N(m, v), s =
+sqrt(v), alpha = m / s, and uses the moments of the rectified Gaussian:
+
+    E[relu(x)]   = m Phi(alpha) + s phi(alpha)
+    Var[relu(x)] = v (Phi(alpha) - t (t - alpha)),  t = alpha Phi(alpha) + phi(alpha)
+
+with t - alpha = phi(alpha) - alpha Phi(-alpha) computed directly, so a
+huge positive alpha gives Var = v Phi = v instead of the cancellation of
+(m^2 + v) Phi - E[relu]^2. Between units a != b (full mode):
+
+    Cov[relu(x_a), relu(x_b)] ~= Phi(alpha_a) Phi(alpha_b) C_ab.
+
+Stein's lemma gives Cov[relu(x_a), x_b] = Phi(alpha_a) C_ab exactly; the
+product is its first-order extension (exact to first order in C_ab, by
+Price's theorem). It keeps the matrix positive semi-definite: it equals
+D C D with D = diag(Phi), plus a diagonal Var[relu(x_a)] - Phi_a^2 v_a
+which is >= 0 because, by Cauchy-Schwarz and Stein,
+(Phi_a v_a)^2 = Cov[relu(x_a), x_a]^2 <= Var[relu(x_a)] v_a.
+
+"taylor" is the seed's first-order rule (seed 000, §4.6, which points to
+Prop. 3, the softmax rule; the ReLU Jacobian is diag(1[m > 0])):
+
+    E ~= relu(m),   Cov_ab ~= 1[m_a > 0] 1[m_b > 0] C_ab.
+
+It gives zero mean and zero variance to every unit whose mean is
+negative, although such a unit is positive with probability Phi(alpha),
+so it underestimates both; "exact" is the default for that reason.
+
+A unit with v = 0 (or a constant input, cov None) is passed through as
+relu(m) with zero variance under both methods.
+"""
+
+import math
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import as_moments
+
+METHODS = ("exact", "taylor")
+
+
+def check_method(method, name="method"):
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"`{name}` must be one of {METHODS}, got {method!r}.")
+    return method
+
+
+def rectified_gaussian(mean, variance):
+    """Mean, variance and Phi(m / s) of relu(x), x ~ N(mean, variance), elementwise.
+
+    Safe at variance 0 (returns relu(mean), 0 and 1[mean > 0]) and for
+    |mean / s| up to the float32 range.
+    """
+    random = variance > 0
+    s = tf.sqrt(tf.where(random, variance, tf.ones_like(variance)))
+    alpha = mean / s
+    cdf = 0.5 * tf.math.erfc(-alpha / math.sqrt(2.0))
+    upper = 0.5 * tf.math.erfc(alpha / math.sqrt(2.0))  # Phi(-alpha), no 1 - cdf
+    pdf = tf.exp(-0.5 * tf.square(alpha)) / math.sqrt(2.0 * math.pi)
+    t = alpha * cdf + pdf
+    gap = pdf - alpha * upper  # t - alpha
+    # Rounding can leave a hair below the Stein bound Phi^2 (and below 0).
+    var_ratio = tf.maximum(cdf - t * gap, tf.square(cdf))
+    out_mean = tf.where(random, s * t, tf.nn.relu(mean))
+    out_var = tf.where(random, variance * var_ratio, tf.zeros_like(variance))
+    slope = tf.where(random, cdf, tf.cast(mean > 0, mean.dtype))
+    return out_mean, out_var, slope
+
+
+def relu(x: Moments, method="exact") -> Moments:
+    """Moments of relu(x), elementwise.
+
+    Args:
+        x: Moments of any supported shape ([B, J, I] or [B, I]).
+        method: "exact" (rectified-Gaussian moments, default) or "taylor"
+            (the seed's first-order rule).
+
+    Returns:
+        Moments of the same shape and mode; cov None if `x` is a constant.
+
+    Raises:
+        ValueError: naming `method` if it is not one of `METHODS`.
+    """
+    check_method(method)
+    x = as_moments(x, "x")
+    if x.cov is None:
+        return Moments(tf.nn.relu(x.mean), None, x.mode)
+    variance = x.variance()
+    if method == "taylor":
+        mean = tf.nn.relu(x.mean)
+        slope = tf.cast(x.mean > 0, x.mean.dtype)
+        var = variance * slope
+    else:
+        mean, var, slope = rectified_gaussian(x.mean, variance)
+    if x.mode == "diagonal":
+        return Moments(mean, var, x.mode)
+    slope = tf.reshape(slope, [-1, x.event_size])
+    cov = x.cov * slope[:, :, None] * slope[:, None, :]
+    cov = tf.linalg.set_diag(cov, tf.reshape(var, [-1, x.event_size]))
+    return Moments(mean, cov, x.mode)

@@ -1,0 +1,86 @@
+"""Softmax over the last axis, linearised at the mean.
+
+First-order Taylor expansion of each row's softmax p = phi(w) around the
+row mean (seed 000, eq. 10, eq. 11 and Prop. 3):
+
+    E[phi(w_a)]                ~= phi(mu_a)
+    Cov[phi(w_a), phi(w_b)]    ~= J_a Cov[w_a, w_b] J_b^T,
+    J_a = diag(p_a) - p_a p_a^T,  p_a = phi(mu_a)
+
+(the seed's proof expands both rows around one mean; each row is expanded
+around its own). Full mode applies this to every pair of rows (a, b) of a
+slice, so cross-row covariance (e.g. from keys shared by all queries) is
+propagated. Diagonal mode keeps only Var[phi_i(w_a)] = sum_j J_aij^2 v_aj.
+
+A boolean mask removes positions: masked entries get probability exactly 0
+and, since their rows and columns of J are 0, neither carry nor pass on
+variance. A row with every position masked has no distribution to put;
+it gets probability 0 everywhere (and variance 0) rather than NaN, so the
+attention output at such a query is the zero vector.
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import unflatten_cov
+
+
+def check_mask(mask, shape, name="mask"):
+    """`mask` as a bool tensor broadcast to `shape`; ValueError naming `name`."""
+    if mask is None:
+        return None
+    mask = tf.convert_to_tensor(mask)
+    if mask.dtype != tf.bool:
+        raise ValueError(f"`{name}` must be boolean (True = attend), got dtype {mask.dtype}.")
+    try:
+        static = tf.broadcast_static_shape(mask.shape, tf.TensorShape(shape))
+    except ValueError:
+        static = None
+    if static is None or static.rank != len(shape):
+        raise ValueError(
+            f"`{name}` of shape {mask.shape} does not broadcast to {list(shape)}."
+        )
+    return mask
+
+
+def softmax(x: Moments, mask=None) -> Moments:
+    """Moments of softmax over the last axis (first-order Taylor).
+
+    Args:
+        x: Moments with mean [B, n, q] (rows a = 1..n, logits j = 1..q).
+        mask: optional boolean tensor broadcastable to [B, n, q]; True
+            keeps a position, False gives it probability 0.
+
+    Returns:
+        Moments with mean [B, n, q] (each unmasked row sums to 1) in the
+        mode of `x`; cov None if `x` is a constant.
+
+    Raises:
+        ValueError: naming `x` or `mask` for bad shapes or dtypes.
+    """
+    x = as_moments(x, "x", ranks=(3,))
+    n, q = x.mean.shape[1:]
+    mask = check_mask(mask, x.mean.shape)
+    logits = x.mean
+    if mask is not None:
+        mask = tf.broadcast_to(mask, tf.shape(logits))
+        # The lowest finite float, not -inf: an all-masked row then softmaxes
+        # to a finite uniform row (zeroed below) instead of 0/0 = NaN.
+        logits = tf.where(mask, logits, tf.fill(tf.shape(logits), logits.dtype.min))
+    p = tf.nn.softmax(logits, axis=-1)
+    if mask is not None:
+        p = tf.where(mask, p, tf.zeros_like(p))
+    if x.cov is None:
+        return Moments(p, None, x.mode)
+
+    # J_a = diag(p_a) - p_a p_a^T, per row: [B, n, q, q]; seed 000, eq. 11.
+    jac = tf.linalg.diag(p) - tf.einsum("bai,baj->baij", p, p)
+    if x.mode == "diagonal":
+        var = tf.einsum("baij,baj->bai", tf.square(jac), x.cov)
+        return Moments(p, var, x.mode)
+    c = unflatten_cov(x.cov, (n, q))
+    half = tf.einsum("baij,bajcl->baicl", jac, c)
+    cov = tf.einsum("baicl,bckl->baick", half, jac)
+    return Moments(p, flatten_cov(cov, (n, q)), x.mode)

@@ -1,0 +1,181 @@
+"""One Bayesian transformer block, propagated in moments (seed 000, Figure 1).
+
+Post-norm encoder block, as keras.layers.MultiHeadAttention followed by
+keras.layers.LayerNormalization and a ReLU feed-forward network:
+
+    q, k, v = dense(x, query), dense(x, key), dense(x, value)   seed §4.2
+    a = dense(multi_head_attention(q, k, v), output)            seed §4.3-4.4
+    z = layer_norm(a + x, norm1)                                 seed §4.5
+    y = dense(relu(dense(z, ffn1)), ffn2)                        seed §4.6
+    out = layer_norm(y + z, norm2)
+
+Every weight matrix has a mean-field Gaussian posterior, given by its
+means and per-weight variances; the stages and their approximations are
+documented in their modules and listed in `tfp_bnn.moments`.
+"""
+
+import tensorflow as tf
+
+from tfp_bnn.moments.attention import multi_head_attention
+from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import check_mode
+from tfp_bnn.moments.layer_norm import check_method as check_norm_method
+from tfp_bnn.moments.layer_norm import layer_norm
+from tfp_bnn.moments.linear import check_dense_params
+from tfp_bnn.moments.linear import dense
+from tfp_bnn.moments.memory import check_full_covariance
+from tfp_bnn.moments.relu import check_method
+from tfp_bnn.moments.relu import rectified_gaussian
+from tfp_bnn.moments.relu import relu as relu_moments
+from tfp_bnn.moments.residual import add
+from tfp_bnn.moments.residual import feed_forward_cross_covariance
+from tfp_bnn.moments.softmax import check_mask
+
+PARAM_KEYS = ("query", "key", "value", "output", "norm1", "ffn1", "ffn2", "norm2")
+
+
+def _check_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return value
+
+
+def _check_params(params, width, num_heads, key_dim, value_dim):
+    """Converts `params` and checks every shape; returns (params, ff_dim)."""
+    if not isinstance(params, dict):
+        raise ValueError(f"`params` must be a dict with keys {PARAM_KEYS}, got {type(params)}.")
+    missing = [key for key in PARAM_KEYS if key not in params]
+    if missing:
+        raise ValueError(f"`params` is missing the keys {missing}; it needs {PARAM_KEYS}.")
+    for key in PARAM_KEYS:
+        if not isinstance(params[key], (tuple, list)) or len(params[key]) != 4:
+            raise ValueError(
+                f"`params['{key}']` must be a tuple (kernel_loc, kernel_var, bias_loc, "
+                f"bias_var), got {params[key]!r:.80}."
+            )
+    checked = {}
+    # (rows, columns, what the columns must be) of each attention kernel,
+    # checked in data-flow order so the first error is the root cause.
+    attention = (("query", width, num_heads * key_dim, "num_heads * key_dim"),
+                 ("key", width, num_heads * key_dim, "num_heads * key_dim"),
+                 ("value", width, num_heads * value_dim, "num_heads * value_dim"),
+                 ("output", num_heads * value_dim, width, "the width of `x`"))
+    for key, rows, units, what in attention:
+        checked[key] = check_dense_params(*params[key], rows, name=f"params['{key}'] ")
+        got = checked[key][0].shape[1]
+        if got != units:
+            raise ValueError(
+                f"`params['{key}']` kernel has {got} columns, expected {what} = {units}."
+            )
+    checked["ffn1"] = check_dense_params(*params["ffn1"], width, name="params['ffn1'] ")
+    ff_dim = checked["ffn1"][0].shape[1]
+    checked["ffn2"] = check_dense_params(*params["ffn2"], ff_dim, name="params['ffn2'] ")
+    if checked["ffn2"][0].shape[1] != width:
+        raise ValueError(
+            f"`params['ffn2']` kernel has {checked['ffn2'][0].shape[1]} columns, expected "
+            f"the width of `x` = {width}."
+        )
+    for key in ("norm1", "norm2"):
+        parts = []
+        for index, part in enumerate(("gamma_loc", "gamma_var", "beta_loc", "beta_var")):
+            value = params[key][index]
+            if value is not None:
+                value = tf.convert_to_tensor(value, tf.float32)
+                if value.shape != (width,):
+                    raise ValueError(
+                        f"`params['{key}']` {part} must have shape ({width},), "
+                        f"got {value.shape}."
+                    )
+            parts.append(value)
+        checked[key] = tuple(parts)
+    return checked, ff_dim
+
+
+def transformer_block(
+    x,
+    params,
+    num_heads,
+    key_dim,
+    value_dim=None,
+    mode="diagonal",
+    attention_mask=None,
+    epsilon=1e-3,
+    relu="exact",
+    max_bytes=2**31,
+    layer_norm_method="linearized",
+    residual_covariance=True,
+) -> Moments:
+    """Mean and covariance of one post-norm transformer block's output.
+
+    Args:
+        x: a float32 tensor [B, J, I] (a constant input) or Moments of the
+            same shape in mode `mode` (e.g. the previous block's output).
+        params: dict with keys "query", "key", "value", "output", "norm1",
+            "ffn1", "ffn2", "norm2", each a tuple (kernel_loc, kernel_var,
+            bias_loc, bias_var) as `BayesianLayer.posterior_moments()`
+            returns; bias entries may be None (no bias / deterministic) and
+            kernel_var None (deterministic). Kernels: query and key
+            [I, H*key_dim], value [I, H*value_dim], output [H*value_dim, I],
+            ffn1 [I, F], ffn2 [F, I]; for the norms kernel = gain [I] and
+            bias = beta [I]. Heads are head-major in the columns.
+        num_heads: H.
+        key_dim: K, the size of each query and key head.
+        value_dim: Dv, the size of each value head (default `key_dim`).
+        mode: "diagonal" (variances only, memory linear in J*I) or "full"
+            (all covariances, memory up to B*J^4*H; checked first).
+        attention_mask: optional boolean tensor broadcastable to [B, J, J],
+            True where a query may attend to a key.
+        epsilon: LayerNorm epsilon (Keras default 1e-3).
+        relu: "exact" or "taylor", see `tfp_bnn.moments.relu`.
+        max_bytes: the full-mode budget for one covariance tensor, see
+            `check_full_covariance`.
+        layer_norm_method: "linearized" (default) or "constant", see
+            `tfp_bnn.moments.layer_norm`.
+        residual_covariance: if True (default), the feed-forward residual
+            y + z keeps the first-order Cov[y, z] (see
+            `tfp_bnn.moments.residual`); False treats y and z as
+            independent, as the seed does.
+
+    Returns:
+        Moments with mean [B, J, I] in `mode`.
+
+    Raises:
+        ValueError: naming the offending argument, before anything is
+            computed: bad mode, relu or layer_norm method, shapes of `x`, `params` or
+            `attention_mask`, or a full-mode request over `max_bytes`.
+    """
+    check_mode(mode)
+    check_method(relu, "relu")
+    check_norm_method(layer_norm_method, "layer_norm_method")
+    num_heads = _check_int(num_heads, "num_heads")
+    key_dim = _check_int(key_dim, "key_dim")
+    value_dim = key_dim if value_dim is None else _check_int(value_dim, "value_dim")
+    x = as_moments(x, "x", mode=mode, ranks=(3,))
+    batch, seq_len, width = x.mean.shape
+    params, ff_dim = _check_params(params, width, num_heads, key_dim, value_dim)
+    mask = check_mask(attention_mask, [batch, seq_len, seq_len], "attention_mask")
+    if mode == "full":
+        # An unknown batch (a traced None dimension) is checked per example.
+        check_full_covariance(batch or 1, seq_len, width, num_heads, key_dim, value_dim,
+                              ff_dim, max_bytes)
+
+    # q, k, v share x: independent only when x is a constant (see attention).
+    q = dense(x, *params["query"])
+    k = dense(x, *params["key"])
+    v = dense(x, *params["value"])
+    heads = multi_head_attention(q, k, v, num_heads, mask)
+    a = dense(heads, *params["output"])
+    z = layer_norm(add(a, x), *params["norm1"], epsilon=epsilon, method=layer_norm_method)
+    pre = dense(z, *params["ffn1"])
+    hidden = relu_moments(pre, method=relu)
+    y = dense(hidden, *params["ffn2"])
+    cross = None
+    if residual_covariance:
+        if relu == "exact":
+            slope = rectified_gaussian(pre.mean, pre.variance())[2]
+        else:
+            slope = tf.cast(pre.mean > 0, pre.mean.dtype)
+        cross = feed_forward_cross_covariance(z, slope, params["ffn1"][0], params["ffn2"][0])
+    return layer_norm(add(y, z, cross), *params["norm2"], epsilon=epsilon,
+                      method=layer_norm_method)
