@@ -55,3 +55,23 @@ def test_bad_arguments():
         node_bnn.node_bnn_mlp(num_train=10, num_components=0)
     with pytest.raises(ValueError, match="hidden_units"):
         node_bnn.node_bnn_mlp(num_train=10, hidden_units=(0,))
+
+
+def test_ready_models_take_the_tuned_settings():
+    from zoo import node_bnn_tuning
+
+    grid = node_bnn_tuning.GRID
+    for (architecture, posterior), setting in node_bnn.TUNED.items():
+        builder = getattr(node_bnn, f"node_bnn_{architecture}_{posterior}")
+        model = builder(num_train=100, seed=0)
+        nodes = [layer for layer in model.layers if hasattr(layer, "entropy_weight")]
+        assert nodes
+        for layer in nodes:
+            assert layer.prior_stddev == setting["prior_stddev"]
+            assert layer.entropy_weight == setting["entropy_weight"]
+        # Every tuned value is a point of the tuning grid.
+        assert all(setting[name] in grid[name] for name in setting)
+    # An explicit argument still wins over the tuned value.
+    model = node_bnn.node_bnn_mlp_flow(num_train=100, entropy_weight=0.0)
+    assert all(layer.entropy_weight == 0.0 for layer in model.layers
+               if hasattr(layer, "entropy_weight"))
