@@ -193,6 +193,44 @@ _TITLES = {
 }
 
 
+def _cell(entry, metric, fmt):
+    """`fmt(value)`, with "± s.e." when the entry is a mean over seeds."""
+    if entry is None:
+        return "–"
+    if f"{metric}_se" not in entry:
+        return fmt(entry[metric])
+    return f"{fmt(entry[metric])} ± {fmt(entry[metric + '_se'])}"
+
+
+def aggregate_seeds(summaries: list) -> list:
+    """Mean and standard error over seeds of each `summarize` entry.
+
+    Args:
+        summaries: one `summarize` list per seed (the same models and
+            intensities in each).
+
+    Returns:
+        list of dicts like `summarize`'s, each metric the mean over seeds,
+        with `<metric>_se` = sample std / sqrt(number of seeds) and `seeds`.
+    """
+    if len(summaries) < 2:
+        raise ValueError(f"`summaries` needs at least 2 seeds, got {len(summaries)}.")
+    keys = [[(e["model"], e["intensity"]) for e in summary] for summary in summaries]
+    if any(k != keys[0] for k in keys):
+        raise ValueError("every seed's summary must hold the same models and intensities.")
+    aggregated = []
+    for index, (model, intensity) in enumerate(keys[0]):
+        entries = [summary[index] for summary in summaries]
+        entry = {"model": model, "intensity": intensity, "seeds": len(entries),
+                 "count": entries[0]["count"], "num_samples": entries[0]["num_samples"]}
+        for metric in METRICS:
+            values = np.array([e[metric] for e in entries])
+            entry[metric] = float(values.mean())
+            entry[f"{metric}_se"] = float(values.std(ddof=1) / np.sqrt(len(values)))
+        aggregated.append(entry)
+    return aggregated
+
+
 def format_table(summary: list, train_seconds: dict | None = None) -> str:
     """Markdown tables, models x intensities, of NLL, accuracy and ECE.
 
@@ -222,8 +260,7 @@ def format_table(summary: list, train_seconds: dict | None = None) -> str:
                   "| " + " | ".join(header) + " |",
                   "|---|" + "---:|" * (len(header) - 1)]
         for model in models:
-            cells = [fmt(values[model, level][metric]) if (model, level) in values else "–"
-                     for level in levels]
+            cells = [_cell(values.get((model, level)), metric, fmt) for level in levels]
             if shifted:
                 means = [values[model, level][metric] for level in shifted
                          if (model, level) in values]
@@ -285,6 +322,34 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, names=None, batch_size=B
             "seconds": time.perf_counter() - start}
 
 
+def run_seeds(seeds, epochs=EPOCHS, num_samples=NUM_SAMPLES, names=None,
+              batch_size=BATCH_SIZE):
+    """`run` once per seed (split, weights, noise, corruptions); mean ± s.e. tables.
+
+    Returns:
+        dict with `runs` (the `run` result of each seed), `summary` (the
+        `aggregate_seeds` list), `train_seconds` (mean per model), `markdown`
+        and `seconds`.
+    """
+    seeds = list(seeds)
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"`seeds` must list at least 2 distinct seeds, got {seeds!r}.")
+    start = time.perf_counter()
+    runs = [run(epochs=epochs, seed=seed, num_samples=num_samples, names=names,
+                batch_size=batch_size) for seed in seeds]
+    summary = aggregate_seeds([result["summary"] for result in runs])
+    train_seconds = {name: float(np.mean([r["train_seconds"][name] for r in runs]))
+                     for name in runs[0]["train_seconds"]}
+    markdown = (
+        f"Digits 8x8, seeds {', '.join(map(str, seeds))} (each seed its own split, weights, "
+        f"noise and corruptions), {epochs} epochs, batch {batch_size}; T = {num_samples}. "
+        f"Mean ± standard error over the {len(seeds)} seeds; train s is the mean.\n\n"
+        + format_table(summary, train_seconds)
+    )
+    return {"runs": runs, "summary": summary, "train_seconds": train_seconds,
+            "markdown": markdown, "seconds": time.perf_counter() - start}
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m zoo.covariate_shift",
@@ -298,6 +363,9 @@ def build_parser():
                   "Monte Carlo samples for stochastic models")
     parser.add_argument("--models", default=None,
                         help=f"comma-separated subset of {', '.join(BUILDERS)} (default: all)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run seeds --seed .. --seed + N - 1 and report mean ± s.e. "
+                             "(default 1)")
     parser.add_argument("--out", default=None, metavar="FILE.md",
                         help="also write the Markdown tables to this file")
     return parser
@@ -318,11 +386,19 @@ def main(argv=None):
         unknown = [name for name in names if name not in BUILDERS]
         if unknown or not names:
             parser.error(f"--models must name some of {', '.join(BUILDERS)}, got {args.models!r}")
-    result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples, names=names)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be a positive int, got {args.repeats}")
+    if args.repeats == 1:
+        result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples, names=names)
+    else:
+        result = run_seeds(range(args.seed, args.seed + args.repeats), epochs=args.epochs,
+                           num_samples=args.samples, names=names)
     print()
     print(result["markdown"], end="")
-    print(f"\nevaluation {result['evaluation_seconds']:.1f} s; wall time "
-          f"{result['seconds']:.1f} s (load, train, score; imports not counted)")
+    timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
+    if "evaluation_seconds" in result:
+        timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
+    print(f"\n{timing}")
     if args.out is not None:
         pathlib.Path(args.out).write_text(result["markdown"], encoding="utf-8")
         print(f"wrote {args.out}")

@@ -191,6 +191,7 @@ def test_builders_registry_has_the_four_families():
     (["--samples", "-2"], "--samples must be a positive int"),
     (["--seed", "-1"], "--seed must be a non-negative int"),
     (["--models", "nope"], "--models must name some of"),
+    (["--repeats", "0"], "--repeats must be a positive int"),
 ])
 def test_main_rejects_bad_flags(capsys, argv, message):
     with pytest.raises(SystemExit):
@@ -220,3 +221,31 @@ def test_script_runs_end_to_end(tmp_path):
     written = out.read_text()
     assert written.count(header) == 3
     assert written in stdout
+
+
+def test_aggregate_seeds_gives_mean_and_standard_error():
+    first = covariate_shift.summarize(SYNTHETIC)
+    second = [{**entry, "nll": entry["nll"] + 1.0, "accuracy": entry["accuracy"] / 2}
+              for entry in first]
+    aggregated = covariate_shift.aggregate_seeds([first, second])
+    assert [(e["model"], e["intensity"]) for e in aggregated] == [
+        (e["model"], e["intensity"]) for e in first]
+    for entry, one, two in zip(aggregated, first, second):
+        assert entry["nll"] == pytest.approx(one["nll"] + 0.5)
+        # Two values a, a + 1: sample std 1/sqrt(2), s.e. = 1/2.
+        assert entry["nll_se"] == pytest.approx(0.5)
+        spread = abs(one["accuracy"] - two["accuracy"])
+        assert entry["accuracy_se"] == pytest.approx(spread / 2)
+        assert entry["ece_se"] == 0.0 and entry["seeds"] == 2
+    table = covariate_shift.format_table(aggregated)
+    assert "| b | 0.800 ± 0.500 | 1.100 ± 0.500 | 2.000 ± 0.500 | 1.550 |" in table
+
+
+def test_aggregate_seeds_refuses_one_seed_or_mismatched_runs():
+    summary = covariate_shift.summarize(SYNTHETIC)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        covariate_shift.aggregate_seeds([summary])
+    with pytest.raises(ValueError, match="same models and intensities"):
+        covariate_shift.aggregate_seeds([summary, summary[:-1]])
+    with pytest.raises(ValueError, match="at least 2 distinct seeds"):
+        covariate_shift.run_seeds([3, 3])
