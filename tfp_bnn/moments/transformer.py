@@ -9,6 +9,14 @@ keras.layers.LayerNormalization and a ReLU feed-forward network:
     y = dense(relu(dense(z, ffn1)), ffn2)                        seed §4.6
     out = layer_norm(y + z, norm2)
 
+By default the LayerNorms are linearised with their full Jacobian
+(`layer_norm_method="linearized"`) and the residual sums keep their
+branches' first-order cross-covariance (`residual_covariance=True`;
+`tfp_bnn.moments.residual`): the feed-forward one always, the attention
+one (value path, plus the heads' cross-covariance through it) when x is
+random. `layer_norm_method="constant", residual_covariance=False` is the
+seed's scheme with its corrections (the behaviour before these options).
+
 Every weight matrix has a mean-field Gaussian posterior, given by its
 means and per-weight variances; the stages and their approximations are
 documented in their modules and listed in `tfp_bnn.moments`.
@@ -29,6 +37,7 @@ from tfp_bnn.moments.relu import check_method
 from tfp_bnn.moments.relu import rectified_gaussian
 from tfp_bnn.moments.relu import relu as relu_moments
 from tfp_bnn.moments.residual import add
+from tfp_bnn.moments.residual import attention_value_correlations
 from tfp_bnn.moments.residual import feed_forward_cross_covariance
 from tfp_bnn.moments.softmax import check_mask
 
@@ -166,7 +175,13 @@ def transformer_block(
     v = dense(x, *params["value"])
     heads = multi_head_attention(q, k, v, num_heads, mask)
     a = dense(heads, *params["output"])
-    z = layer_norm(add(a, x), *params["norm1"], epsilon=epsilon, method=layer_norm_method)
+    cross = None
+    if residual_covariance:
+        cross, between_heads = attention_value_correlations(
+            x, q.mean, k.mean, params["value"][0], params["output"][0], num_heads, mask)
+        if between_heads is not None:
+            a = Moments(a.mean, a.cov + between_heads, a.mode)
+    z = layer_norm(add(a, x, cross), *params["norm1"], epsilon=epsilon, method=layer_norm_method)
     pre = dense(z, *params["ffn1"])
     hidden = relu_moments(pre, method=relu)
     y = dense(hidden, *params["ffn2"])
