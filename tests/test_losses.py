@@ -124,3 +124,46 @@ def test_predictive_rmse_uses_the_mean_over_samples():
     assert float(predictive_rmse(y[:, None], means, y_scale=np.array([2.5]))) == pytest.approx(
         2.5 * math.sqrt(1 / 3)
     )
+
+
+def test_moment_gaussian_nll_full_is_the_multivariate_normal_nll():
+    import tensorflow_probability as tfp
+
+    from tfp_bnn.losses import MomentGaussianNLL
+
+    rng = np.random.default_rng(0)
+    size, batch = 3, 5
+    mean = rng.normal(size=(batch, size))
+    factor = rng.normal(size=(batch, size, size))
+    cov = factor @ factor.transpose(0, 2, 1) + 0.1 * np.eye(size)
+    y = rng.normal(size=(batch, size))
+    pred = np.concatenate([mean, cov.reshape(batch, -1)], axis=-1).astype("float32")
+    got = MomentGaussianNLL("full", jitter=0.0, reduction=None)(y, pred).numpy()
+    reference = -tfp.distributions.MultivariateNormalTriL(
+        mean, np.linalg.cholesky(cov)).log_prob(y).numpy()
+    np.testing.assert_allclose(got, reference, rtol=1e-5)
+    # Diagonal layout [means, log variances]: a sum of univariate NLLs.
+    log_var = rng.normal(size=(batch, size))
+    pred = np.concatenate([mean, log_var], axis=-1).astype("float32")
+    got = MomentGaussianNLL("diagonal", jitter=0.0, reduction=None)(y, pred).numpy()
+    reference = -tfp.distributions.Normal(mean, np.exp(0.5 * log_var)).log_prob(y).numpy().sum(-1)
+    np.testing.assert_allclose(got, reference, rtol=1e-5)
+
+
+def test_moment_gaussian_nll_survives_a_singular_covariance_and_checks_layouts():
+    from tfp_bnn.losses import MomentGaussianNLL
+
+    # A rank-one covariance: the relative jitter makes it factorise.
+    vector = np.array([[1.0, 2.0, 3.0]])
+    pred = np.concatenate([np.zeros((1, 3)), (vector.T @ vector).reshape(1, -1)], -1)
+    value = MomentGaussianNLL("full")(np.ones((1, 3)), pred.astype("float32"))
+    assert np.isfinite(float(value))
+    with pytest.raises(ValueError, match="D \\+ D\\^2"):
+        MomentGaussianNLL("full")(np.ones((1, 3)), np.ones((1, 7), "float32"))
+    with pytest.raises(ValueError, match="mode"):
+        MomentGaussianNLL("banded")
+    with pytest.raises(ValueError, match="jitter"):
+        MomentGaussianNLL(jitter=-1.0)
+    loss = MomentGaussianNLL("diagonal", jitter=1e-5)
+    clone = MomentGaussianNLL.from_config(loss.get_config())
+    assert (clone.mode, clone.jitter) == ("diagonal", 1e-5)

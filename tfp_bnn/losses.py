@@ -193,3 +193,76 @@ def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
     y_scale = _check_scale(y_scale)
     error = tf.reduce_mean(means, axis=0) - y
     return tf.sqrt(tf.reduce_mean(tf.square(error))) * tf.constant(y_scale, means.dtype)
+
+
+def _output_size(width, mode):
+    """D from the last axis of a moment prediction: 2D (diagonal) or D + D^2 (full)."""
+    if mode == "diagonal":
+        return width // 2 if width % 2 == 0 and width > 0 else None
+    size = int(round((math.sqrt(1 + 4 * width) - 1) / 2))
+    return size if size > 0 and size + size * size == width else None
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class MomentGaussianNLL(keras.losses.Loss):
+    """Joint Gaussian NLL of D outputs under a propagated covariance (seed 000, eq. 13).
+
+    The data term of training by moment propagation: the network returns the
+    mean of its D outputs and their covariance (propagated through the
+    weights' posterior, plus the observation noise), and the loss is
+
+        0.5 * (D log 2 pi + log|Sigma| + (y - m)^T Sigma^-1 (y - m))
+
+    per example, by Cholesky with a relative diagonal `jitter` in full mode
+    (`tfp_bnn.moments.gaussian_log_likelihood`, float64 inside).
+
+    Args:
+        mode: "diagonal": `y_pred` = [means (D), log variances (D)];
+            "full": `y_pred` = [means (D), covariance (D * D, row-major)].
+        jitter: relative jitter added to the covariance diagonal, >= 0.
+        reduction, name, dtype: as in `keras.losses.Loss`.
+
+    Call arguments:
+        y_true: targets [batch, D] (or [batch] when D = 1).
+        y_pred: [batch, 2D] (diagonal) or [batch, D + D^2] (full).
+
+    Example:
+    >>> model.compile(optimizer="adam", loss=MomentGaussianNLL(mode="full"))
+    """
+
+    def __init__(self, mode="full", jitter=1e-6, reduction="sum_over_batch_size",
+                 name="moment_gaussian_nll", dtype=None):
+        super().__init__(reduction=reduction, name=name, dtype=dtype)
+        if mode not in ("diagonal", "full"):
+            raise ValueError(f"`mode` must be 'diagonal' or 'full', got {mode!r}.")
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not (
+                math.isfinite(jitter) and jitter >= 0):
+            raise ValueError(f"`jitter` must be a finite number >= 0, got {jitter!r}.")
+        self.mode = mode
+        self.jitter = float(jitter)
+
+    def call(self, y_true, y_pred):
+        # Imported here: tfp_bnn.moments is a heavier module than the losses.
+        from tfp_bnn.moments import Moments  # noqa: PLC0415
+        from tfp_bnn.moments import gaussian_log_likelihood  # noqa: PLC0415
+
+        y_pred = tf.convert_to_tensor(y_pred)
+        width = y_pred.shape[-1]
+        size = None if width is None else _output_size(width, self.mode)
+        if size is None:
+            layout = "2 * D [means, log variances]" if self.mode == "diagonal" else (
+                "D + D^2 [means, covariance]")
+            raise ValueError(f"MomentGaussianNLL(mode={self.mode!r}) needs a last axis of "
+                             f"{layout}, got shape {tuple(y_pred.shape)}.")
+        mean = y_pred[..., :size]
+        if self.mode == "diagonal":
+            pred = Moments(mean, tf.exp(y_pred[..., size:]), "diagonal")
+        else:
+            pred = Moments(mean, tf.reshape(y_pred[..., size:], [-1, size, size]), "full")
+        y_true = tf.reshape(tf.cast(y_true, mean.dtype), [-1, size])
+        return -gaussian_log_likelihood(y_true, pred, jitter=self.jitter)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"mode": self.mode, "jitter": self.jitter})
+        return config

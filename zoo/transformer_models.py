@@ -14,13 +14,16 @@ Two ways to train the same network (seed 000):
   loss is the Gaussian NLL of the sampled prediction plus KL / N;
 - path="moments": no sampling; `tfp_bnn.moments` propagates the mean and
   covariance of the activations through the block, and the loss is the
-  Gaussian NLL under the propagated variance plus the noise (the data term
-  of the seed's eq. 13) plus the closed-form KL / N (eq. 12).
+  Gaussian NLL of the `horizon` outputs under the propagated covariance
+  plus the noise (the data term of the seed's eq. 13, by Cholesky in full
+  mode: `tfp_bnn.losses.MomentGaussianNLL`) plus the closed-form KL / N
+  (eq. 12).
 
-Both output [mean, log variance] per example, so both compile with
-`tfp_bnn.losses.GaussianNLL`; for path="mc" the variance is the noise
-alone and `tfp_bnn.predict.regression` adds the weight uncertainty by
-sampling, for path="moments" it already holds both.
+Outputs per example: path="mc" and mode "diagonal" give [means (H), log
+variances (H)] — for path="mc" the variance is the noise alone and
+`tfp_bnn.predict.regression` adds the weight uncertainty by sampling;
+path="moments" with mode "full" gives [means (H), covariance (H * H)],
+propagated covariance plus noise.
 """
 
 import math
@@ -35,7 +38,7 @@ from tfp_bnn import moments
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
-from tfp_bnn.losses import GaussianNLL
+from tfp_bnn.losses import MomentGaussianNLL
 from tfp_bnn.predict.regression import RegressionPrediction
 
 PATHS = ("mc", "moments")
@@ -60,6 +63,7 @@ class TokenTransformerRegressor(keras.Model):
 
     Args:
         num_tokens: J, the values per example.
+        horizon: H, outputs per example (e.g. the next H months).
         width: model width d (the block's input and output size).
         num_heads: attention heads; key_dim = width // num_heads.
         ff_dim: hidden units of the block's feed-forward network.
@@ -74,16 +78,17 @@ class TokenTransformerRegressor(keras.Model):
         inputs: [B, J] or [B, J, 1] values.
 
     Returns:
-        [B, 2]: the predictive mean and the log of its variance (the noise
-        variance for path="mc", noise plus propagated variance for
-        path="moments").
+        [B, 2H]: means and log variances (path="mc": the noise variance;
+        path="moments", mode "diagonal": noise plus propagated variance), or
+        [B, H + H^2]: means and covariance (path="moments", mode "full").
     """
 
-    def __init__(self, num_tokens, width=16, num_heads=2, ff_dim=32, pooling="last",
+    def __init__(self, num_tokens, horizon=1, width=16, num_heads=2, ff_dim=32, pooling="last",
                  path="mc", mode="diagonal", estimator="flipout", relu="exact", seed=0,
                  **kwargs):
         super().__init__(**kwargs)
         self.num_tokens = _positive_int("num_tokens", num_tokens)
+        self.horizon = _positive_int("horizon", horizon)
         self.width = _positive_int("width", width)
         self.num_heads = _positive_int("num_heads", num_heads)
         self.ff_dim = _positive_int("ff_dim", ff_dim)
@@ -106,7 +111,8 @@ class TokenTransformerRegressor(keras.Model):
             initializer=keras.initializers.RandomNormal(stddev=0.1, seed=seed + 1))
         self.block = BayesianTransformerBlock(num_heads=num_heads, ff_dim=ff_dim,
                                               estimator=estimator, seed=seed + 2, name="block")
-        self.head = DenseReparameterization(1, bayesian_bias=True, seed=seed + 3, name="head")
+        self.head = DenseReparameterization(horizon, bayesian_bias=True, seed=seed + 3,
+                                            name="head")
         self.log_noise = self.add_weight(name="log_noise", shape=(),
                                          initializer=keras.initializers.Constant(-1.0))
 
@@ -121,7 +127,7 @@ class TokenTransformerRegressor(keras.Model):
         return values * self.token_scale + self.token_shift
 
     def _noise(self, batch):
-        return tf.fill([batch, 1], self.log_noise)
+        return tf.fill([batch, self.horizon], self.log_noise)
 
     def call(self, inputs, training=None):
         tokens = self._tokens(inputs)
@@ -130,14 +136,17 @@ class TokenTransformerRegressor(keras.Model):
             hidden = self.block(tokens, training=training)
             pooled = hidden[:, -1] if self.pooling == "last" else tf.reduce_mean(hidden, axis=1)
             return tf.concat([self.head(pooled, training=training), self._noise(batch)], -1)
-        mean, variance = self.propagate(tokens)
+        head = self.propagate(tokens)
         for layer in tfp_bnn.bayesian_layers(self):
             self.add_loss(layer.kl_weight * layer.kl_divergence())
-        total = variance + tf.exp(self.log_noise)
-        return tf.concat([mean, tf.math.log(total)], axis=-1)
+        noise = tf.exp(self.log_noise)
+        if self.mode == "diagonal":
+            return tf.concat([head.mean, tf.math.log(head.variance() + noise)], axis=-1)
+        cov = head.full_covariance() + noise * tf.eye(self.horizon)
+        return tf.concat([head.mean, tf.reshape(cov, [-1, self.horizon ** 2])], axis=-1)
 
     def propagate(self, tokens):
-        """Mean [B, 1] and propagated variance [B, 1] of the head, without sampling."""
+        """Moments of the H head outputs ([B, H] mean), without sampling or noise."""
         attention = self.block.attention
         out = moments.transformer_block(
             tokens, self.block.moment_parameters(), num_heads=attention.num_heads,
@@ -145,12 +154,12 @@ class TokenTransformerRegressor(keras.Model):
             epsilon=self.block.epsilon, relu=self.relu)
         pooled = (moments.select_token(out, -1) if self.pooling == "last"
                   else moments.mean_over_tokens(out))
-        head = moments.dense(pooled, *self.head.posterior_moments())
-        return head.mean, head.variance()
+        return moments.dense(pooled, *self.head.posterior_moments())
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_tokens": self.num_tokens, "width": self.width,
+        config.update({"num_tokens": self.num_tokens, "horizon": self.horizon,
+                       "width": self.width,
                        "num_heads": self.num_heads, "ff_dim": self.ff_dim,
                        "pooling": self.pooling, "path": self.training_path, "mode": self.mode,
                        "estimator": self.estimator, "relu": self.relu, "seed": self.seed})
@@ -158,9 +167,11 @@ class TokenTransformerRegressor(keras.Model):
 
 
 def build(num_tokens, path, learning_rate=3e-3, **kwargs):
-    """A compiled `TokenTransformerRegressor` (Adam, `GaussianNLL`)."""
+    """A compiled `TokenTransformerRegressor` (Adam, `MomentGaussianNLL` of its outputs)."""
     model = TokenTransformerRegressor(num_tokens, path=path, **kwargs)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=GaussianNLL())
+    mode = model.mode if path == "moments" else "diagonal"
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                  loss=MomentGaussianNLL(mode=mode))
     model.build((None, num_tokens))
     return model
 
@@ -188,7 +199,14 @@ def predictive(model, x, num_samples=100, batch_size=256):
                                                 batch_size=batch_size)
     else:
         outputs = model.predict(x, batch_size=batch_size, verbose=0)
-        prediction = RegressionPrediction(outputs[None, :, 0], np.exp(outputs[None, :, 1]))
+        horizon = model.horizon
+        mean = outputs[:, :horizon]
+        if model.mode == "diagonal":
+            variance = np.exp(outputs[:, horizon:])
+        else:
+            cov = outputs[:, horizon:].reshape(-1, horizon, horizon)
+            variance = np.diagonal(cov, axis1=1, axis2=2)
+        prediction = RegressionPrediction(mean[None], variance[None])
     return prediction, time.perf_counter() - begin
 
 

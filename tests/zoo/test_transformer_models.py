@@ -37,7 +37,8 @@ def test_in_mean_mode_the_moment_path_is_the_network_itself(pooling, mode):
     expected = mc(x, training=False).numpy()
     got = moments(x, training=False).numpy()
     np.testing.assert_allclose(got[:, 0], expected[:, 0], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(np.exp(got[:, 1]), np.exp(mc.log_noise.numpy()), rtol=1e-4)
+    variance = np.exp(got[:, 1]) if mode == "diagonal" else got[:, 1]
+    np.testing.assert_allclose(variance, np.exp(mc.log_noise.numpy()), rtol=1e-4)
 
 
 def test_moment_path_adds_the_kl_of_every_variational_layer():
@@ -85,6 +86,33 @@ def test_both_paths_train_with_fit(path):
     assert np.isfinite(scores["log_likelihood"]) and 0 <= scores["coverage"] <= 1
 
 
+def test_full_mode_trains_a_joint_forecast_with_the_cholesky_likelihood():
+    # Two outputs that share their noise source: the full mode's loss is the
+    # joint Gaussian NLL of both (seed 000, eq. 13) under the propagated 2x2
+    # covariance plus the noise.
+    x, y = _data(128)
+    targets = np.stack([y, 0.5 * y], axis=-1)
+    model = transformer_models.build(J, "moments", horizon=2, mode="full", width=8,
+                                     num_heads=2, ff_dim=16, learning_rate=1e-2)
+    out = model(x[:4]).numpy()
+    assert out.shape == (4, 2 + 4)
+    cov = out[:, 2:].reshape(4, 2, 2)
+    np.testing.assert_allclose(cov, cov.transpose(0, 2, 1), rtol=1e-5, atol=1e-7)
+    assert np.all(np.linalg.eigvalsh(cov) > 0)
+    # The compiled loss is the multivariate normal NLL of that covariance.
+    loss = tfp_bnn.losses.MomentGaussianNLL("full", jitter=0.0, reduction=None)
+    import tensorflow_probability as tfp
+    reference = -tfp.distributions.MultivariateNormalTriL(
+        out[:, :2].astype("float64"), tf.linalg.cholesky(cov.astype("float64"))).log_prob(
+        targets[:4].astype("float64"))
+    np.testing.assert_allclose(loss(targets[:4], out).numpy(), reference, rtol=1e-4)
+    history, _ = transformer_models.train(model, x, targets, epochs=6, batch_size=32)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)) and np.mean(losses[-2:]) < losses[0]
+    prediction, _ = transformer_models.predictive(model, x[:10])
+    assert prediction.mean.shape == (10, 2)
+
+
 def test_saved_model_file_round_trips(tmp_path):
     _, moments = _pair(mode="full")
     x, _ = _data(4)
@@ -98,6 +126,7 @@ def test_saved_model_file_round_trips(tmp_path):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"num_tokens": 0}, "num_tokens"),
+    ({"horizon": 0}, "horizon"),
     ({"width": 10, "num_heads": 3}, "multiple of `num_heads`"),
     ({"pooling": "max"}, "pooling"),
     ({"path": "sampling"}, "path"),
