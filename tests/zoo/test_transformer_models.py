@@ -79,6 +79,10 @@ def test_both_paths_train_with_fit(path):
     history, seconds = transformer_models.train(model, x, y, epochs=6, batch_size=32)
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and seconds > 0
+    # Both paths put the KL in the loss and in the `kl` log (KLScheduler).
+    kl = history.history["kl"]
+    assert kl[-1] > 0
+    np.testing.assert_allclose(history.history["data_loss"], np.subtract(losses, kl), rtol=1e-5)
     assert np.mean(losses[-2:]) < losses[0]
     prediction, _ = transformer_models.predictive(model, x[:10], num_samples=5)
     scores = transformer_models.scores(prediction, y[:10], y_shift=1.0, y_scale=2.0)
