@@ -23,7 +23,6 @@ logits output can be added.
 
 import argparse
 import operator
-import pathlib
 import sys
 import time
 
@@ -36,6 +35,7 @@ from zoo import digits_models
 from zoo import node_bnn
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
+from zoo.flags import write_report
 
 BUILDERS = {
     "deterministic_mlp": digits_models.deterministic_mlp,
@@ -399,9 +399,7 @@ def main(argv=None):
     if "evaluation_seconds" in result:
         timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
     print(f"\n{timing}")
-    if args.out is not None:
-        pathlib.Path(args.out).write_text(result["markdown"], encoding="utf-8")
-        print(f"wrote {args.out}")
+    write_report(args.out, result["markdown"])
     return 0
 
 

@@ -1,4 +1,6 @@
-"""The --epochs / --seed / --samples flags every zoo command takes."""
+"""The --epochs / --seed / --samples flags every zoo command takes, and --out."""
+
+import pathlib
 
 
 def add_run_flags(parser, epochs, num_samples, epochs_help, seed_help, samples_help):
@@ -17,3 +19,10 @@ def check_run_flags(parser, args):
             parser.error(f"--{name} must be a positive int, got {getattr(args, name)}")
     if args.seed < 0:
         parser.error(f"--seed must be a non-negative int, got {args.seed}")
+
+
+def write_report(path, markdown):
+    """Writes a command's Markdown report to `path` (the --out flag) and says so."""
+    if path is not None:
+        pathlib.Path(path).write_text(markdown, encoding="utf-8")
+        print(f"wrote {path}")

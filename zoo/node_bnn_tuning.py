@@ -17,7 +17,6 @@ Example:
 
 import argparse
 import itertools
-import pathlib
 import sys
 import time
 
@@ -31,6 +30,7 @@ from zoo.covariate_shift import NUM_SAMPLES
 from zoo.covariate_shift import evaluate_under_shift
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
+from zoo.flags import write_report
 
 # s of the N(1, s^2) node prior and gamma of KL - gamma * H: the two settings
 # that decide how wide the node posterior stays (Trinh et al. 2022, sec. 4).
@@ -194,9 +194,7 @@ def main(argv=None):
     for (architecture, posterior), setting in result["best"].items():
         print(f"best node_bnn_{architecture}_{posterior}: {setting}")
     print(f"wall time {result['seconds']:.1f} s")
-    if args.out is not None:
-        pathlib.Path(args.out).write_text(result["markdown"], encoding="utf-8")
-        print(f"wrote {args.out}")
+    write_report(args.out, result["markdown"])
     return 0
 
 

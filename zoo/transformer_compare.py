@@ -17,7 +17,6 @@ moment path predicts in one deterministic pass.
 """
 
 import argparse
-import pathlib
 import sys
 import time
 
@@ -29,6 +28,7 @@ from tfp_bnn.data import train_test_split
 from zoo import transformer_models
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
+from zoo.flags import write_report
 
 TASKS = ("sunspots", "concrete")
 EPOCHS = {"sunspots": 20, "concrete": 150}
@@ -112,9 +112,7 @@ def main(argv=None):
                  paths=paths)
     print(result["markdown"], end="")
     print(f"wall time {result['seconds']:.1f} s")
-    if args.out is not None:
-        pathlib.Path(args.out).write_text(result["markdown"], encoding="utf-8")
-        print(f"wrote {args.out}")
+    write_report(args.out, result["markdown"])
     return 0
 
 

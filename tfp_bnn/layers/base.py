@@ -461,14 +461,21 @@ class BayesianLayer(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(weight_arguments_config(self))
-        config.update(
-            {
-                "posterior": keras.saving.serialize_keras_object(self.posterior),
-                "prior": keras.saving.serialize_keras_object(self.prior),
-                "kl_weight": self._initial_kl_weight,
-                "kl_estimator": self.kl_estimator,
-                "bayesian_bias": self.bayesian_bias,
-                "seed": self.seed,
-            }
-        )
+        config.update(variational_config(self))
         return config
+
+
+def variational_config(layer):
+    """The config entries of the variational arguments every Bayesian layer takes.
+
+    Shared by `BayesianLayer` and the composite layers (attention, transformer
+    block) that pass these arguments on to their variational sublayers.
+    """
+    return {
+        "posterior": keras.saving.serialize_keras_object(layer.posterior),
+        "prior": keras.saving.serialize_keras_object(layer.prior),
+        "kl_weight": layer._initial_kl_weight,
+        "kl_estimator": layer.kl_estimator,
+        "bayesian_bias": layer.bayesian_bias,
+        "seed": layer.seed,
+    }

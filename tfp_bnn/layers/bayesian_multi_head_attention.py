@@ -7,6 +7,9 @@ import tensorflow as tf
 from keras import ops
 
 from tfp_bnn.layers import composite
+from tfp_bnn.layers.base import variational_config
+from tfp_bnn.layers.shapes import set_weight_arguments
+from tfp_bnn.layers.shapes import weight_arguments_config
 
 
 def _dims(shape):
@@ -143,13 +146,9 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         variational = composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
+        set_weight_arguments(self, None, use_bias, kernel_initializer, bias_initializer,
+                             kernel_regularizer, bias_regularizer, kernel_constraint,
+                             bias_constraint)
         self.posterior = variational["posterior"]
         self.prior = variational["prior"]
         self._initial_kl_weight = variational["kl_weight"]
@@ -266,22 +265,13 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
                 "key_dim": self.key_dim,
                 "value_dim": self._value_dim_arg,
                 "dropout": self.dropout,
-                "use_bias": self.use_bias,
                 "output_shape": self.output_units,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
                 "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
-                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
                 "estimator": self.estimator,
-                "posterior": keras.saving.serialize_keras_object(self.posterior),
-                "prior": keras.saving.serialize_keras_object(self.prior),
-                "kl_weight": self._initial_kl_weight,
-                "kl_estimator": self.kl_estimator,
-                "bayesian_bias": self.bayesian_bias,
-                "seed": self.seed,
             }
         )
+        weights = weight_arguments_config(self)
+        del weights["activation"]  # the projections are linear; no such argument here
+        config.update(weights)
+        config.update(variational_config(self))
         return config

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfp_bnn.layers import composite
+from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_multi_head_attention import check_attention_shapes
@@ -209,12 +210,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
                 "dropout": self.dropout,
                 "epsilon": self.epsilon,
                 "estimator": self.estimator,
-                "posterior": keras.saving.serialize_keras_object(self.posterior),
-                "prior": keras.saving.serialize_keras_object(self.prior),
-                "kl_weight": self._initial_kl_weight,
-                "kl_estimator": self.kl_estimator,
-                "bayesian_bias": self.bayesian_bias,
-                "seed": self.seed,
             }
         )
+        config.update(variational_config(self))
         return config
