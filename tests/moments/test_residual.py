@@ -172,3 +172,24 @@ def test_attention_value_correlations_match_the_jacobian(masked):
     assert attention_value_correlations(Moments.deterministic(mean), q_mean, k_mean,
                                         params["value"][0], params["output"][0],
                                         heads) == (None, None)
+
+
+def test_diagonal_cross_terms_are_held_to_the_cauchy_schwarz_bound():
+    from tfp_bnn.moments.residual import bounded_cross
+
+    var_x = tf.constant([[1.0, 4.0, 0.0]])
+    var_y = tf.constant([[1.0, 1.0, 2.0]])
+    cross = tf.constant([[-3.0, 1.5, 0.7]])
+    # |c| <= sqrt(vx vy): -3 -> -1, 1.5 stays (bound 2), 0.7 -> 0 (x constant there).
+    np.testing.assert_allclose(bounded_cross(cross, var_x, var_y).numpy(),
+                               [[-1.0, 1.5, 0.0]], atol=1e-6)
+    x = Moments(tf.zeros([1, 3]), var_x, "diagonal")
+    y = Moments(tf.zeros([1, 3]), var_y, "diagonal")
+    total = add(x, y, cross).cov.numpy()
+    np.testing.assert_allclose(total, [[0.0, 8.0, 2.0]], atol=1e-6)
+    assert np.all(total >= 0)
+    # Gradients stay finite where one branch is constant.
+    with tf.GradientTape() as tape:
+        tape.watch(var_y)
+        value = tf.reduce_sum(bounded_cross(cross, var_x, var_y))
+    assert np.all(np.isfinite(tape.gradient(value, var_y).numpy()))

@@ -19,6 +19,10 @@ and are correlated; we still treat them as independent (seed 000, §4.3.1
 and footnote 5), an approximation. Consequently the covariance of the
 concatenation is block diagonal over heads: the cross-head blocks are
 zero (seed 000, §4.4).
+
+Diagonal mode (`diagonal_attention`) keeps the heads in place and uses
+einsums over the head axis instead of moving them into the batch; the
+rules are the same.
 """
 
 import math
@@ -29,9 +33,11 @@ from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
+from tfp_bnn.moments.products import diagonal_variance as product_variance
 from tfp_bnn.moments.products import matmul
 from tfp_bnn.moments.products import transpose
 from tfp_bnn.moments.softmax import check_mask
+from tfp_bnn.moments.softmax import diagonal_variance as softmax_variance
 from tfp_bnn.moments.softmax import softmax
 
 
@@ -117,6 +123,62 @@ def merge_heads(x: Moments, num_heads) -> Moments:
     return Moments(mean, flatten_cov(c, (tokens, num_heads, depth)), x.mode)
 
 
+def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, mask=None):
+    """Diagonal-mode multi-head attention on head-major tensors, heads kept in place.
+
+    The same rules as `scaled_dot_product_attention` per head followed by
+    `merge_heads` (diagonal mode), without moving the heads into the
+    batch: the products are einsums over a head axis.
+
+    Args:
+        q_mean, q_var: [B, Jq, H*K] (q_var None: a constant).
+        k_mean, k_var: [B, Jk, H*K].
+        v_mean, v_var: [B, Jk, H*Dv].
+        num_heads: H.
+        mask: None or a boolean tensor broadcastable to [B, Jq, Jk].
+
+    Returns:
+        (mean, var, p): the concatenated heads' mean and variances
+        [B, Jq, H*Dv] (var None if q, k and v are all constants) and the
+        attention weights at the mean scores, p [B, H, Jq, Jk].
+    """
+    tokens_q, key_size = q_mean.shape[1], q_mean.shape[2] // num_heads
+    tokens_k, value_size = k_mean.shape[1], v_mean.shape[2] // num_heads
+
+    def heads(t, tokens, size):
+        return None if t is None else tf.reshape(t, [-1, tokens, num_heads, size])
+
+    qm, qv = heads(q_mean, tokens_q, key_size), heads(q_var, tokens_q, key_size)
+    km, kv = heads(k_mean, tokens_k, key_size), heads(k_var, tokens_k, key_size)
+    vm, vv = heads(v_mean, tokens_k, value_size), heads(v_var, tokens_k, value_size)
+
+    def scores_product(a, b):
+        return tf.einsum("bjhd,bthd->bhjt", a, b)
+
+    def values_product(a, b):
+        return tf.einsum("bhjt,bthd->bjhd", a, b)
+
+    # seed 000, §4.3.1-4.3.2, as `scaled_dot_product_attention`.
+    factor = 1.0 / math.sqrt(key_size)
+    scores = scores_product(qm, km) * factor
+    scores_var = product_variance(qm, qv, km, kv, scores_product, b_axis=-1)
+    if scores_var is not None:
+        scores_var = scores_var * (factor * factor)
+    if mask is not None:
+        mask = tf.broadcast_to(mask, [tf.shape(scores)[0], tokens_q, tokens_k])
+        mask = tf.broadcast_to(mask[:, None], tf.shape(scores))
+        scores = tf.where(mask, scores, tf.fill(tf.shape(scores), scores.dtype.min))
+    p = tf.nn.softmax(scores, axis=-1)  # [B, H, Jq, Jk]
+    if mask is not None:
+        p = tf.where(mask, p, tf.zeros_like(p))
+    p_var = None if scores_var is None else softmax_variance(p, scores_var)
+    mean = tf.reshape(values_product(p, vm), [-1, tokens_q, num_heads * value_size])
+    var = product_variance(p, p_var, vm, vv, values_product, b_axis=1)  # seed 000, §4.3.3
+    if var is not None:
+        var = tf.reshape(var, [-1, tokens_q, num_heads * value_size])
+    return mean, var, p
+
+
 def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=None) -> Moments:
     """Moments of multi-head attention from projected queries, keys, values.
 
@@ -147,6 +209,10 @@ def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=Non
             )
     batch_shape = [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]]
     mask = check_mask(mask, batch_shape)
+    if q.mode == "diagonal":
+        mean, var, _ = diagonal_attention(q.mean, q.cov, k.mean, k.cov, v.mean, v.cov,
+                                          num_heads, mask)
+        return Moments(mean, var, q.mode)
     if mask is not None:
         mask = tf.broadcast_to(mask, [tf.shape(q.mean)[0]] + batch_shape[1:])
         mask = tf.reshape(tf.repeat(mask[:, None], num_heads, axis=1), [-1] + batch_shape[1:])

@@ -85,11 +85,7 @@ from tfp_bnn.moments.linear import _vector_or_none
 
 
 def _centred_covariance(x, tokens, width):
-    """P C P per token pair as [B, J, I, J, I] (full) or the centred variances."""
-    if x.mode == "diagonal":
-        v = tf.reshape(x.cov, [-1, tokens, width])
-        total = tf.reduce_sum(v, axis=-1, keepdims=True)
-        return v * (1.0 - 2.0 / width) + total / width**2
+    """P C P per token pair as [B, J, I, J, I] (full mode)."""
     c = unflatten_cov(x.cov, (tokens, width))
     c = c - tf.reduce_mean(c, axis=2, keepdims=True)
     return c - tf.reduce_mean(c, axis=4, keepdims=True)
@@ -111,6 +107,58 @@ def _project_radial(cu, u, width):
     cu = cu - u[:, :, :, None, None] * left[:, :, None] / width
     right = tf.einsum("bjikl,bkl->bjik", cu, u)
     return cu - right[..., None] * u[:, None, None] / width
+
+
+def diagonal_layer_norm(m, v, gamma_loc, gamma_var, beta_loc, beta_var, epsilon=1e-3,
+                        propagate_variance=True, method="linearized"):
+    """Mean and variances of the LayerNorm over the last axis, diagonal mode.
+
+    The diagonal-mode rule of `layer_norm` on plain tensors of any rank
+    (its arguments converted and checked): `m` the means, `v` the variances
+    or None (a constant), `gamma_loc` [I] (not None). Returns (mean, var),
+    var None only if `v`, `gamma_var` and `beta_var` are all None.
+    """
+    width = m.shape[-1]
+    mc = m - tf.reduce_mean(m, axis=-1, keepdims=True)
+    expected_var = tf.reduce_mean(tf.square(mc), axis=-1, keepdims=True)
+    if v is not None:
+        total = tf.reduce_sum(v, axis=-1, keepdims=True)
+        cc = v * (1.0 - 2.0 / width) + total / width**2  # diag(P C P)
+        if propagate_variance:
+            # tr(P C P) / I = sum(cc) / I = total (1 - 1/I) / I.
+            expected_var = expected_var + total * ((1.0 - 1.0 / width) / width)
+        if method == "linearized":
+            # sum_l v_l mu_l^k = sum_l v_l mc_l^k / s^k, reduced before s is known.
+            v_mc = tf.reduce_sum(v * mc, axis=-1, keepdims=True)
+            v_mc2 = tf.reduce_sum(v * tf.square(mc), axis=-1, keepdims=True)
+    s_squared = expected_var + epsilon
+    s = tf.sqrt(s_squared)  # the std, not the variance
+    mu = mc / s
+    mean = gamma_loc * mu
+    if beta_loc is not None:
+        mean = mean + beta_loc
+    if v is None and gamma_var is None and beta_var is None:
+        return mean, None
+    vu = None
+    if v is not None and method == "constant":
+        vu = cc / s_squared
+    elif v is not None:
+        # diag(A diag(v) A^T), A_il = delta_il - (1 + mu_i mu_l) / I, i.e.
+        # A = P - mu mu^T / I (I the width).
+        mu_squared = tf.square(mu)
+        sums = [total, v_mc / s, v_mc2 / s_squared]
+        vu = (v * (1.0 - 2.0 * (1.0 + mu_squared) / width)
+              + (sums[0] + 2.0 * mu * sums[1] + mu_squared * sums[2]) / width**2)
+        vu = vu / s_squared
+    var = None
+    if vu is not None:
+        var = vu * tf.square(gamma_loc)
+    if gamma_var is not None:
+        term = gamma_var * (tf.square(mu) if vu is None else vu + tf.square(mu))
+        var = term if var is None else var + term
+    if beta_var is not None:
+        var = (tf.broadcast_to(beta_var, tf.shape(mu)) if var is None else var + beta_var)
+    return mean, var
 
 
 def layer_norm(
@@ -158,20 +206,22 @@ def layer_norm(
     if gamma_loc is None:
         gamma_loc = tf.ones([width], tf.float32)
 
+    if x.mode == "diagonal":
+        mean, var = diagonal_layer_norm(x.mean, x.cov, gamma_loc, gamma_var, beta_loc, beta_var,
+                                        epsilon, propagate_variance, method)
+        return Moments(mean, var, x.mode)
+
     m = tf.reshape(x.mean, [-1, tokens, width])
     mc = m - tf.reduce_mean(m, axis=-1, keepdims=True)
     expected_var = tf.reduce_mean(tf.square(mc), axis=-1)  # [B, J]
     cc = None
     if x.cov is not None:
         cc = _centred_covariance(x, tokens, width)
-        if x.mode == "diagonal":
-            trace = tf.reduce_sum(cc, axis=-1)
-        else:
-            # tr(P C_jj P): the diagonal of the [J*I, J*I] matrix, per token.
-            diag = tf.reshape(tf.linalg.diag_part(tf.reshape(cc, [-1, tokens * width,
-                                                                tokens * width])),
-                              [-1, tokens, width])
-            trace = tf.reduce_sum(diag, axis=-1)
+        # tr(P C_jj P): the diagonal of the [J*I, J*I] matrix, per token.
+        diag = tf.reshape(tf.linalg.diag_part(tf.reshape(cc, [-1, tokens * width,
+                                                            tokens * width])),
+                          [-1, tokens, width])
+        trace = tf.reduce_sum(diag, axis=-1)
         if propagate_variance:
             expected_var = expected_var + trace / width
     s = tf.sqrt(expected_var + epsilon)  # [B, J]; std, not variance
@@ -182,27 +232,6 @@ def layer_norm(
     mean = tf.reshape(mean, tf.shape(x.mean))
     if cc is None and gamma_var is None and beta_var is None:
         return Moments(mean, None, x.mode)
-
-    if x.mode == "diagonal":
-        vu = None
-        if cc is not None and method == "constant":
-            vu = cc / tf.square(s)[..., None]
-        elif cc is not None:
-            # diag(A diag(v) A^T), A_il = delta_il - (1 + mu_i mu_l) / I, i.e.
-            # A = P - mu mu^T / I (I the width).
-            v = tf.reshape(x.cov, [-1, tokens, width])
-            sums = [tf.reduce_sum(v * mu**power, axis=-1, keepdims=True) for power in (0, 1, 2)]
-            vu = (v * (1.0 - 2.0 * (1.0 + tf.square(mu)) / width)
-                  + (sums[0] + 2.0 * mu * sums[1] + tf.square(mu) * sums[2]) / width**2)
-            vu = vu / tf.square(s)[..., None]
-        terms = []
-        if vu is not None:
-            terms.append(vu * tf.square(gamma_loc))
-        if gamma_var is not None:
-            terms.append(gamma_var * (tf.square(mu) if vu is None else vu + tf.square(mu)))
-        if beta_var is not None:
-            terms.append(tf.broadcast_to(beta_var, tf.shape(mu)))
-        return Moments(mean, tf.reshape(add_covariances(*terms), tf.shape(x.mean)), x.mode)
 
     # seed 000, Prop. 4 (corrected), on [B, J, I, J, I].
     terms = []

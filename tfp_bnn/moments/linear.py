@@ -18,6 +18,7 @@ second and third terms couple different tokens even when x is a constant
 mode keeps j = k, a = c:
 
     Var[y_ja] = sum_i M_ia^2 v_ji + S_ia (v_ji + m_ji^2) + s_b_a
+              = (v @ (M^2 + S) + m^2 @ S)_ja + s_b_a        (two products)
 
 Both are exact (independence is all they use).
 """
@@ -74,6 +75,30 @@ def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, n
     return kernel_loc, kernel_var, bias_loc, bias_var
 
 
+def diagonal_variance(m, v, kernel_loc, kernel_var, bias_var=None):
+    """Var[x @ W + b] over the last axis for diagonal input variances.
+
+    sum_i M_ia^2 v_ji + S_ia (v_ji + m_ji^2) + s_b_a, as the two products
+    v @ (M^2 + S) + m^2 @ S (one for a constant x, v None; a None
+    `kernel_var` or `bias_var` is deterministic). Returns None if
+    everything is deterministic.
+    """
+    terms = []
+    if v is not None:
+        square = tf.square(kernel_loc)
+        terms.append(tf.matmul(v, square if kernel_var is None else square + kernel_var))
+    if kernel_var is not None:
+        terms.append(tf.matmul(tf.square(m), kernel_var))
+    if bias_var is not None:
+        if not terms:
+            return tf.broadcast_to(bias_var, tf.concat([tf.shape(m)[:-1], tf.shape(bias_var)], 0))
+        terms.append(bias_var)  # broadcast over the rows
+    var = None
+    for term in terms:
+        var = term if var is None else var + term
+    return var
+
+
 def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> Moments:
     """Moments of `x @ W + b` for a mean-field Gaussian W and b.
 
@@ -106,15 +131,8 @@ def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> M
         return Moments(mean, None, x.mode)
 
     if x.mode == "diagonal":
-        terms = []
-        if x.cov is not None:
-            terms.append(tf.matmul(x.cov, tf.square(kernel_loc)))
-        if kernel_var is not None:
-            second = tf.square(m) if x.cov is None else x.cov + tf.square(m)
-            terms.append(tf.matmul(second, kernel_var))
-        if bias_var is not None:
-            terms.append(tf.broadcast_to(bias_var, tf.shape(mean)))
-        return Moments(mean, add_covariances(*terms), x.mode)
+        var = diagonal_variance(m, x.cov, kernel_loc, kernel_var, bias_var)
+        return Moments(mean, var, x.mode)
 
     # A vector [B, I] is a sequence of one token: the same algebra applies.
     tokens = m.shape[1] if rank == 3 else 1

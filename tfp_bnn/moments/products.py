@@ -25,6 +25,8 @@ symmetric.
 Diagonal mode keeps only the variances (all covariances taken as zero):
 
     Var[c_ik] = sum_r va_ir vb_rk + ma_ir^2 vb_rk + va_ir mb_rk^2
+              = (ma^2 @ vb + va @ (mb^2 + vb))_ik
+              = ([ma^2, va] @ [vb; mb^2 + vb])_ik      (one product)
 """
 
 import tensorflow as tf
@@ -35,6 +37,27 @@ from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import as_moments_pair
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
+
+
+def diagonal_variance(ma, va, mb, vb, product=tf.matmul, b_axis=-2):
+    """Var[a @ b] for independent a, b with diagonal variances (None = constant).
+
+    sum_r va_ir vb_rk + ma_ir^2 vb_rk + va_ir mb_rk^2 = ma^2 @ vb +
+    va @ (mb^2 + vb), evaluated as one product [ma^2, va] @ [vb; mb^2 + vb]
+    over the doubled contracted axis when both are random.
+    `product(x, y)` is the matrix product (e.g. an einsum over head axes),
+    contracting the last axis of x with axis `b_axis` of y. None if both
+    are constants.
+    """
+    if va is not None and vb is not None:
+        return product(tf.concat([tf.square(ma), va], axis=-1),
+                       tf.concat([vb, tf.square(mb) + vb], axis=b_axis))
+    terms = []
+    if vb is not None:
+        terms.append(product(tf.square(ma), vb))
+    if va is not None:
+        terms.append(product(va, tf.square(mb) if vb is None else tf.square(mb) + vb))
+    return add_covariances(*terms)
 
 
 def matmul(a: Moments, b: Moments) -> Moments:
@@ -66,14 +89,7 @@ def matmul(a: Moments, b: Moments) -> Moments:
     if a.cov is None and b.cov is None:
         return Moments(mean, None, mode)
     if mode == "diagonal":
-        terms = []
-        if b.cov is not None:
-            terms.append(tf.matmul(tf.square(ma), b.cov))
-        if a.cov is not None:
-            terms.append(tf.matmul(a.cov, tf.square(mb)))
-        if a.cov is not None and b.cov is not None:
-            terms.append(tf.matmul(a.cov, b.cov))
-        return Moments(mean, add_covariances(*terms), mode)
+        return Moments(mean, diagonal_variance(ma, a.cov, mb, b.cov), mode)
 
     # seed 000, Prop. 2 (with the transpose fixed), on [B, n, p, n, p] and
     # [B, p, q, p, q] views; einsum never forms a Kronecker product.

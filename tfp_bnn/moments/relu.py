@@ -57,8 +57,12 @@ def rectified_gaussian(mean, variance):
     random = variance > 0
     s = tf.sqrt(tf.where(random, variance, tf.ones_like(variance)))
     alpha = mean / s
-    cdf = 0.5 * tf.math.erfc(-alpha / math.sqrt(2.0))
-    upper = 0.5 * tf.math.erfc(alpha / math.sqrt(2.0))  # Phi(-alpha), no 1 - cdf
+    # One erfc: the smaller tail Phi(-|alpha|) directly, the larger one as
+    # 1 - tail (>= 1/2, no cancellation); upper = Phi(-alpha), not 1 - cdf.
+    tail = 0.5 * tf.math.erfc(tf.abs(alpha) / math.sqrt(2.0))
+    positive = alpha >= 0
+    cdf = tf.where(positive, 1.0 - tail, tail)
+    upper = tf.where(positive, tail, 1.0 - tail)
     pdf = tf.exp(-0.5 * tf.square(alpha)) / math.sqrt(2.0 * math.pi)
     t = alpha * cdf + pdf
     gap = pdf - alpha * upper  # t - alpha

@@ -68,6 +68,23 @@ from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
 
 
+def bounded_cross(cross, var_x, var_y):
+    """Clips first-order cross-covariances to the Cauchy-Schwarz bound |c| <= sqrt(vx vy).
+
+    In diagonal mode the variances and the cross term come from different
+    approximations (the variances drop every covariance between units, the
+    cross term sums over them), so vx + vy + 2c can come out negative — a
+    NaN in training once the posterior widens. Any valid covariance obeys
+    the bound, and with it vx + vy + 2c >= (sqrt(vx) - sqrt(vy))^2 >= 0.
+    Within the bound the value is unchanged.
+    """
+    if var_x is None or var_y is None:
+        return tf.zeros_like(cross)
+    # maximum() keeps the gradient finite where one branch is a constant.
+    limit = tf.sqrt(tf.maximum(var_x * var_y, 1e-30))
+    return tf.clip_by_value(cross, -limit, limit)
+
+
 def add(x: Moments, y: Moments, cross=None) -> Moments:
     """Moments of x + y (either may be a constant).
 
@@ -103,7 +120,11 @@ def add(x: Moments, y: Moments, cross=None) -> Moments:
             raise ValueError(
                 f"`cross` must have shape {expected} in mode {x.mode!r}, got {cross.shape}."
             )
-        both = 2.0 * cross if x.mode == "diagonal" else cross + tf.linalg.matrix_transpose(cross)
+        if x.mode == "diagonal":
+            both = 2.0 * bounded_cross(cross, x.variance() if x.cov is not None else None,
+                                       y.variance() if y.cov is not None else None)
+        else:
+            both = cross + tf.linalg.matrix_transpose(cross)
         cov = add_covariances(cov, both)
     return Moments(mean, cov, x.mode)
 
@@ -135,6 +156,41 @@ def feed_forward_cross_covariance(z: Moments, slope, kernel1_loc, kernel2_loc):
     maps = tf.einsum("ik,bjk,ka->bjai", kernel1_loc, slope, kernel2_loc)  # L_j [B, J, I, I]
     c = unflatten_cov(z.cov, (tokens, width))
     return flatten_cov(tf.einsum("bjai,bjikl->bjakl", maps, c), (tokens, width))
+
+
+def diagonal_value_correlations(x_var, p, value_kernel, output_kernel, num_heads):
+    """Diagonal mode of `attention_value_correlations`, from the attention weights.
+
+    Args:
+        x_var: [B, J, I], the variances of the block input x.
+        p: [B, H, J, J], the attention weights at the mean scores (as
+            `tfp_bnn.moments.attention.diagonal_attention` returns them).
+        value_kernel: [I, H*Dv], the mean of W_v.
+        output_kernel: [H*Dv, I], the mean of W_o.
+        num_heads: H.
+
+    Returns:
+        (cross, heads): Cov[a_ji, x_ji] [B, J, I], and the variances that
+        the cross-head part sum_{h != g} L_h C_x L_g^T adds to a, [B, J, I]
+        (None for one head).
+    """
+    width = x_var.shape[-1]
+    value_dim = value_kernel.shape[-1] // num_heads
+    w_v = tf.reshape(value_kernel, [width, num_heads, value_dim])
+    w_o = tf.reshape(output_kernel, [num_heads, value_dim, width])
+    maps = tf.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
+    cross = x_var * tf.einsum("bhj,hi->bji", tf.linalg.diag_part(p), tf.linalg.diag_part(maps))
+    if num_heads == 1:
+        return cross, None
+    # sum_{h != g} sum_{l,i} p_hjl p_gjl v_li T_hoi T_goi; the summand is
+    # symmetric in (h, g), so twice the sum over the P = H (H - 1) / 2 pairs
+    # h < g, in two steps (memory B P J (J + I), not B P J^2 I^2).
+    pairs = [(h, g) for h in range(num_heads) for g in range(h + 1, num_heads)]
+    weights = tf.stack([p[:, h] * p[:, g] for h, g in pairs], axis=1)  # [B, P, J, J]
+    products = tf.stack([maps[h] * maps[g] for h, g in pairs])  # [P, I_out, I_in]
+    weighted = tf.einsum("bnjl,bli->bnji", weights, x_var)
+    heads = 2.0 * tf.einsum("bnji,noi->bjo", weighted, products)
+    return cross, heads
 
 
 def attention_value_correlations(x: Moments, q_mean, k_mean, value_kernel, output_kernel,
@@ -178,18 +234,13 @@ def attention_value_correlations(x: Moments, q_mean, k_mean, value_kernel, outpu
     p = tf.nn.softmax(scores, axis=-1)  # [B, H, J, T]
     if mask is not None:
         p = tf.where(mask, p, tf.zeros_like(p))
+    if x.mode == "diagonal":
+        cross, heads = diagonal_value_correlations(x.cov, p, value_kernel, output_kernel,
+                                                   num_heads)
+        return cross, tf.zeros_like(cross) if heads is None else heads
     w_v = tf.reshape(value_kernel, [width, num_heads, value_dim])
     w_o = tf.reshape(output_kernel, [num_heads, value_dim, width])
     maps = tf.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
-    if x.mode == "diagonal":
-        cross = x.cov * tf.einsum("bhj,hi->bji", tf.linalg.diag_part(p), tf.linalg.diag_part(maps))
-        # sum_{h != g} sum_{l,i} p_hjl p_gjl v_li T_hoi T_goi, in two steps
-        # (memory B H^2 J (J + I), not B H^2 J^2 I^2).
-        other = 1.0 - tf.eye(num_heads, dtype=p.dtype)
-        pairs = tf.einsum("bhjl,bgjl,hg->bhgjl", p, p, other)
-        weighted = tf.einsum("bhgjl,bli->bhgji", pairs, x.cov)
-        heads = tf.einsum("bhgji,hgoi->bjo", weighted, tf.einsum("hoi,goi->hgoi", maps, maps))
-        return cross, heads
 
     def right(half, g):  # half L_g^T, (L_g)_{nc,km} = p_gnk (T_g)_cm
         return tf.einsum("cm,bjokm->bjokc", maps[g], tf.einsum("bnk,bjokm->bjonm", p[:, g], half))
