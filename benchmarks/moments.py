@@ -445,7 +445,7 @@ def main(argv=None):
     v = a["variants"]
     print()
     print("---- summary for BENCHMARKS.md ----")
-    print(f"### Moment propagation vs Monte Carlo (`benchmarks/moments.py`)")
+    print("### Moment propagation vs Monte Carlo (`benchmarks/moments.py`)")
     print()
     print(f"(a) Sunspots, window 24, test = last {a['num_test']} months. "
           f"`TokenTransformerRegressor` (width {WIDTH}, {HEADS} heads, ff {FF_DIM}) trained "

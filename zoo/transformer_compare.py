@@ -31,7 +31,7 @@ from zoo.flags import check_run_flags
 from zoo.flags import write_report
 
 TASKS = ("sunspots", "concrete")
-EPOCHS = {"sunspots": 20, "concrete": 150}
+EPOCHS = {"sunspots": 30, "concrete": 150}
 WINDOW = 24
 TEST_MONTHS = 240
 NUM_SAMPLES = 100
