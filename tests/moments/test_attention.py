@@ -9,21 +9,20 @@ from tfp_bnn.moments import dense
 from tfp_bnn.moments import multi_head_attention
 from tfp_bnn.moments import scaled_dot_product_attention
 from tfp_bnn.testing.moments_reference import assert_within_se
+from tfp_bnn.testing.moments_reference import SMALL_BLOCK
 from tfp_bnn.testing.moments_reference import random_block_params
 from tfp_bnn.testing.moments_reference import sample_moments
 from tfp_bnn.testing.moments_reference import sample_params
 from tfp_bnn.testing.moments_reference import sampled_transformer_block
+from tfp_bnn.testing.moments_reference import small_block_case
 
-BATCH, TOKENS, WIDTH, HEADS, KEY_DIM, FF_DIM = 2, 4, 8, 2, 4, 16
+BATCH, TOKENS, WIDTH, HEADS, KEY_DIM, FF_DIM = SMALL_BLOCK
 SAMPLES = 10000
 
 
 @pytest.fixture(scope="module")
 def block():
-    params = random_block_params(0, WIDTH, HEADS, KEY_DIM, FF_DIM)
-    x = tf.constant(np.random.default_rng(1).normal(size=(BATCH, TOKENS, WIDTH)), tf.float32)
-    stages = sampled_transformer_block(x, sample_params(params, SAMPLES, seed=2), HEADS, KEY_DIM)
-    return params, x, stages
+    return small_block_case(SAMPLES)
 
 
 def _projections(params, x, mode):

@@ -149,12 +149,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         set_weight_arguments(self, None, use_bias, kernel_initializer, bias_initializer,
                              kernel_regularizer, bias_regularizer, kernel_constraint,
                              bias_constraint)
-        self.posterior = variational["posterior"]
-        self.prior = variational["prior"]
-        self._initial_kl_weight = variational["kl_weight"]
-        self.kl_estimator = variational["kl_estimator"]
-        self.bayesian_bias = variational["bayesian_bias"]
-        self.seed = variational["seed"]
+        composite.set_variational_attributes(self, variational)
         self.seed_generator = None
         if self.dropout > 0:
             self.seed_generator = keras.random.SeedGenerator(composite.sub_seed(self.seed, 4))

@@ -86,12 +86,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
         variational = composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)
         super().__init__(**kwargs)
-        self.posterior = variational["posterior"]
-        self.prior = variational["prior"]
-        self._initial_kl_weight = variational["kl_weight"]
-        self.kl_estimator = variational["kl_estimator"]
-        self.bayesian_bias = variational["bayesian_bias"]
-        self.seed = variational["seed"]
+        composite.set_variational_attributes(self, variational)
         self.key_dim = self._key_dim_arg
         self.seed_generator = None
         if self.dropout > 0:

@@ -117,3 +117,14 @@ def dropout(inputs, rate, seed_generator, training):
     uniform = noise.uniform(tf.shape(inputs), noise.next_seed(seed_generator))
     keep = tf.cast(uniform >= rate, inputs.dtype) / tf.cast(1.0 - rate, inputs.dtype)
     return inputs * keep
+
+
+def set_variational_attributes(layer, variational):
+    """Sets the checked `variational_arguments` on `layer`, named as BayesianLayer names them
+    (so `tfp_bnn.layers.base.variational_config` serializes them)."""
+    layer.posterior = variational["posterior"]
+    layer.prior = variational["prior"]
+    layer._initial_kl_weight = variational["kl_weight"]
+    layer.kl_estimator = variational["kl_estimator"]
+    layer.bayesian_bias = variational["bayesian_bias"]
+    layer.seed = variational["seed"]

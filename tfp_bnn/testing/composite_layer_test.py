@@ -20,15 +20,10 @@ import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.modes import set_mean_mode
+from tfp_bnn.testing.layer_test import _assert
+from tfp_bnn.testing.layer_test import _inputs
 
 
-def _assert(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def _inputs(input_shape, seed):
-    return np.random.default_rng(seed).normal(size=input_shape).astype("float32")
 
 
 def _self_call(layer, x, **kwargs):

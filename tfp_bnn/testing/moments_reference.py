@@ -177,3 +177,18 @@ def assert_within_se(exact, estimate, se, name, k=5.0):
             f"{worst}: exact {exact[worst]:.6g}, Monte Carlo {estimate[worst]:.6g} "
             f"+- {np.asarray(se)[worst]:.3g}"
         )
+
+
+# The small block the moment tests compare with sampling: batch, tokens (J),
+# width (I), heads, key_dim, ff_dim (seed 000's example size: I = 8, J = 4, 2 heads).
+SMALL_BLOCK = (2, 4, 8, 2, 4, 16)
+
+
+def small_block_case(num_samples=10000):
+    """(params, x, sampled stages) of `SMALL_BLOCK`, seeded: the shared test case."""
+    batch, tokens, width, heads, key_dim, ff_dim = SMALL_BLOCK
+    params = random_block_params(0, width, heads, key_dim, ff_dim)
+    x = tf.constant(np.random.default_rng(1).normal(size=(batch, tokens, width)), tf.float32)
+    stages = sampled_transformer_block(x, sample_params(params, num_samples, seed=2), heads,
+                                       key_dim)
+    return params, x, stages
