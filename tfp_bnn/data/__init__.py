@@ -15,10 +15,12 @@ from tfp_bnn.data.uci import concrete_path
 from tfp_bnn.data.uci import load_concrete
 from tfp_bnn.data.uci import read_table
 from tfp_bnn.data.uci import train_test_split
+from tfp_bnn.data.uci_layout import UCIDataset
 
 __all__ = [
     "CORRUPTIONS",
     "Standardizer",
+    "UCIDataset",
     "concrete_path",
     "corrupt",
     "corruptions",
