@@ -138,11 +138,7 @@ class TokenTransformerRegressor(keras.Model):
             return tf.concat([self.head(pooled, training=training), self._noise(batch)], -1)
         head = self.propagate(tokens)
         for layer in tfp_bnn.bayesian_layers(self):
-            penalty = layer.kl_weight * layer.kl_divergence()
-            # The layers are not called on this path: log their KL as their
-            # own call would, so KLScheduler's `kl` and `data_loss` stay right.
-            layer.kl_tracker.update_state(penalty, sample_weight=tf.cast(batch, "float32"))
-            self.add_loss(penalty)
+            self.add_loss(layer.kl_penalty(batch))
         noise = tf.exp(self.log_noise)
         if self.mode == "diagonal":
             return tf.concat([head.mean, tf.math.log(head.variance() + noise)], axis=-1)

@@ -48,3 +48,11 @@ def test_flow_posterior_is_refused():
                                                   seed=0))
     with pytest.raises(ValueError, match="location-scale posterior"):
         layer.posterior_moments()
+
+
+def test_kl_penalty_is_the_weighted_kl_and_is_logged_like_a_call():
+    layer = _built(layers.DenseReparameterization(3, kl_weight=0.25, seed=0))
+    layer.kl_tracker.reset_state()
+    penalty = float(layer.kl_penalty(8))
+    assert penalty == pytest.approx(0.25 * float(layer.kl_divergence()), rel=1e-6)
+    assert float(layer.kl_tracker.result()) == pytest.approx(penalty, rel=1e-6)

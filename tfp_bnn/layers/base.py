@@ -333,14 +333,26 @@ class BayesianLayer(keras.layers.Layer):
         kl = self._kl_of(kernel_draw)
         if bias_draw is not None:
             kl = kl + self._kl_of(bias_draw)
-        penalty = self.kl_weight * kl
-        batch = tf.cast(tf.shape(inputs)[0], "float32")
-        self.kl_tracker.update_state(penalty, sample_weight=batch)
+        penalty = self._tracked_penalty(kl, tf.shape(inputs)[0])
         # Each replica adds the whole KL; Keras's TensorFlow trainer divides
         # `add_loss` terms by the replica count before gradients are summed
         # across replicas, so the KL counts once per step
         # (tests/distribute/test_mirrored.py holds Keras to that).
         self.add_loss(penalty)
+
+    def _tracked_penalty(self, kl, batch_size):
+        """kl_weight * kl, logged in this layer's `kl` tracker for `batch_size` rows."""
+        penalty = self.kl_weight * kl
+        self.kl_tracker.update_state(penalty, sample_weight=tf.cast(batch_size, "float32"))
+        return penalty
+
+    def kl_penalty(self, batch_size):
+        """kl_weight * KL(q || p) as this layer's call would add it, for a model
+        that uses the layer's posterior without calling it (e.g. moment
+        propagation, `tfp_bnn.moments`). Logs it like a call (`KLScheduler`'s
+        `kl` and `data_loss`); the caller adds the returned term with `add_loss`.
+        """
+        return self._tracked_penalty(self.kl_divergence(), batch_size)
 
     def _apply_kernel(self, inputs, kernel):
         """inputs (*) kernel: matmul for Dense, convolution for Conv."""

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.shapes import fix_last_dim
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -80,13 +81,7 @@ class BayesianLayerNormalization(BayesianLayer):
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
 
     def build(self, input_shape):
-        dim = input_shape[-1]
-        if dim is None:
-            raise ValueError(
-                f"{type(self).__name__} needs a known last input dimension, got input shape "
-                f"{tuple(input_shape)}."
-            )
-        self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: dim})
+        dim = fix_last_dim(self, input_shape)
         self._build_weights((dim,), (dim,))
 
     def _normalize(self, inputs):

@@ -73,6 +73,18 @@ def conv_output_length(length, kernel, stride, dilation, padding):
     return max((length - effective) // stride + 1, 0)
 
 
+def fix_last_dim(layer, input_shape):
+    """The last input dimension, which must be known; pins it in `layer.input_spec`."""
+    input_dim = input_shape[-1]
+    if input_dim is None:
+        raise ValueError(
+            f"{type(layer).__name__} needs a known last input dimension, got "
+            f"input shape {tuple(input_shape)}."
+        )
+    layer.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: input_dim})
+    return input_dim
+
+
 class DenseShapes:
     """`keras.layers.Dense`'s units, kernel shape and output shape."""
 
@@ -82,13 +94,7 @@ class DenseShapes:
 
     def _dense_shapes(self, input_shape):
         """(kernel shape, bias shape, input dim) for `input_shape`."""
-        input_dim = input_shape[-1]
-        if input_dim is None:
-            raise ValueError(
-                f"{type(self).__name__} needs a known last input dimension, got "
-                f"input shape {tuple(input_shape)}."
-            )
-        self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: input_dim})
+        input_dim = fix_last_dim(self, input_shape)
         return (input_dim, self.units), (self.units,), input_dim
 
     def _apply_kernel(self, inputs, kernel):

@@ -38,6 +38,7 @@ from tfp_bnn.moments.products import matmul
 from tfp_bnn.moments.products import transpose
 from tfp_bnn.moments.softmax import check_mask
 from tfp_bnn.moments.softmax import diagonal_variance as softmax_variance
+from tfp_bnn.moments.softmax import masked_softmax
 from tfp_bnn.moments.softmax import softmax
 
 
@@ -167,10 +168,7 @@ def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, m
     if mask is not None:
         mask = tf.broadcast_to(mask, [tf.shape(scores)[0], tokens_q, tokens_k])
         mask = tf.broadcast_to(mask[:, None], tf.shape(scores))
-        scores = tf.where(mask, scores, tf.fill(tf.shape(scores), scores.dtype.min))
-    p = tf.nn.softmax(scores, axis=-1)  # [B, H, Jq, Jk]
-    if mask is not None:
-        p = tf.where(mask, p, tf.zeros_like(p))
+    p = masked_softmax(scores, mask)  # [B, H, Jq, Jk]
     p_var = None if scores_var is None else softmax_variance(p, scores_var)
     mean = tf.reshape(values_product(p, vm), [-1, tokens_q, num_heads * value_size])
     var = product_variance(p, p_var, vm, vv, values_product, b_axis=1)  # seed 000, §4.3.3

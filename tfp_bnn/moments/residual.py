@@ -66,6 +66,7 @@ from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import as_moments_pair
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
+from tfp_bnn.moments.softmax import masked_softmax
 
 
 def bounded_cross(cross, var_x, var_y):
@@ -227,13 +228,9 @@ def attention_value_correlations(x: Moments, q_mean, k_mean, value_kernel, outpu
     k = tf.reshape(k_mean, [-1, tokens, num_heads, key_dim])
     scores = tf.einsum("bjhd,bthd->bhjt", q, k) / math.sqrt(key_dim)
     if mask is not None:
-        # As `softmax`: masked weights exactly 0, an all-masked row all 0.
         mask = tf.broadcast_to(mask, [tf.shape(scores)[0], tokens, tokens])
         mask = tf.broadcast_to(mask[:, None], tf.shape(scores))
-        scores = tf.where(mask, scores, tf.fill(tf.shape(scores), scores.dtype.min))
-    p = tf.nn.softmax(scores, axis=-1)  # [B, H, J, T]
-    if mask is not None:
-        p = tf.where(mask, p, tf.zeros_like(p))
+    p = masked_softmax(scores, mask)  # [B, H, J, T]
     if x.mode == "diagonal":
         cross, heads = diagonal_value_correlations(x.cov, p, value_kernel, output_kernel,
                                                    num_heads)

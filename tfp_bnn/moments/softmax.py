@@ -72,6 +72,21 @@ def diagonal_variance(p, v):
     return tf.square(p - p * p) * v + p_squared * others
 
 
+def masked_softmax(logits, mask=None):
+    """Softmax over the last axis with masked entries exactly 0.
+
+    `mask` (boolean, the shape of `logits`, True = keep) or None. Masked
+    logits are set to the lowest finite float, not -inf: an all-masked row
+    then softmaxes to a finite uniform row, zeroed afterwards, instead of
+    0/0 = NaN.
+    """
+    if mask is None:
+        return tf.nn.softmax(logits, axis=-1)
+    logits = tf.where(mask, logits, tf.fill(tf.shape(logits), logits.dtype.min))
+    p = tf.nn.softmax(logits, axis=-1)
+    return tf.where(mask, p, tf.zeros_like(p))
+
+
 def softmax(x: Moments, mask=None) -> Moments:
     """Moments of softmax over the last axis (first-order Taylor).
 
@@ -90,15 +105,9 @@ def softmax(x: Moments, mask=None) -> Moments:
     x = as_moments(x, "x", ranks=(3,))
     n, q = x.mean.shape[1:]
     mask = check_mask(mask, x.mean.shape)
-    logits = x.mean
     if mask is not None:
-        mask = tf.broadcast_to(mask, tf.shape(logits))
-        # The lowest finite float, not -inf: an all-masked row then softmaxes
-        # to a finite uniform row (zeroed below) instead of 0/0 = NaN.
-        logits = tf.where(mask, logits, tf.fill(tf.shape(logits), logits.dtype.min))
-    p = tf.nn.softmax(logits, axis=-1)
-    if mask is not None:
-        p = tf.where(mask, p, tf.zeros_like(p))
+        mask = tf.broadcast_to(mask, tf.shape(x.mean))
+    p = masked_softmax(x.mean, mask)
     if x.cov is None:
         return Moments(p, None, x.mode)
 
