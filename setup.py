@@ -25,6 +25,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["tfp_bnn", "tfp_bnn.*", "zoo", "zoo.*"]),
     package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md",
+                                   "uci_sets/*/*.txt", "uci_sets/*/*.md", "uci_sets/*.md",
                                    "sunspots/*.csv", "sunspots/*.md"]},
     include_package_data=True,
     install_requires=[
@@ -37,6 +38,9 @@ setup(
         # variational layer's KL counted once per replica under tf.distribute.
         "keras>=3.8",
         "numpy",
+        # The CLI writes PNG plots of every run (`python -m zoo train`);
+        # matplotlib's Agg backend draws them without a display.
+        "matplotlib",
     ],
     extras_require={
         # matplotlib draws the PNG plots of tfp_bnn.plots: an optional

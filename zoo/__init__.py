@@ -1,41 +1,21 @@
 """Ready models, their registry, and the command line (`python -m zoo`).
 
-Every entry of `MODELS` is a function that returns a compiled Keras model.
+`build_model(name, input_shape, task, ...)` returns a compiled Keras model;
+`list_models()` names them; `MODELS` maps names to builders. The CLI
+(`python -m zoo list | train | evaluate | benchmark`) is in `zoo.cli`.
 
 Example:
 >>> import zoo
->>> zoo.list_models()
-['bbb_mlp']
->>> model = zoo.get_model("bbb_mlp")(8, num_train=927)
+>>> model = zoo.build_model("mc_dropout_mlp", input_shape=(8,), num_train=927)
 """
 
-from zoo.bbb_mlp import bbb_mlp
+from zoo.registry import MODELS
+from zoo.registry import SPECS
+from zoo.registry import ModelSpec
+from zoo.registry import build_model
+from zoo.registry import get_model
+from zoo.registry import get_spec
+from zoo.registry import list_models
 
-MODELS = {
-    "bbb_mlp": bbb_mlp,
-}
-
-
-def list_models():
-    """Names of the registered models, sorted."""
-    return sorted(MODELS)
-
-
-def get_model(name):
-    """The builder function registered under `name`.
-
-    Args:
-        name: a name from `list_models()`.
-
-    Returns:
-        The function that builds and compiles the model.
-
-    Raises:
-        ValueError: for an unknown name, listing the known ones.
-    """
-    if name not in MODELS:
-        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.")
-    return MODELS[name]
-
-
-__all__ = ["MODELS", "bbb_mlp", "get_model", "list_models"]
+__all__ = ["MODELS", "ModelSpec", "SPECS", "build_model", "get_model", "get_spec",
+           "list_models"]

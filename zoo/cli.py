@@ -1,162 +1,155 @@
-"""`python -m zoo`: Bayes by Backprop on UCI concrete, scored as the papers do.
+"""The command line: `python -m zoo [list | train | evaluate | benchmark]`.
 
-One seeded 90/10 split of the embedded concrete data; inputs and target
-standardised with training statistics only; the default `bbb_mlp` trained on
-the per-example ELBO (mean NLL + KL / N); then T Monte Carlo forward passes
-on the test split, scored by the RMSE of the predictive mean and the
-log-likelihood of the predictive mixture, both in the target's original
-units (MPa), as in Hernandez-Lobato and Adams (2015) and Gal and Ghahramani
-(2016). For reference, their concrete numbers (mean over 20 splits): VI
-RMSE 7.19, MC dropout RMSE 5.23.
+    python -m zoo                      the main job (BBB MLP on concrete; zoo.main_job)
+    python -m zoo list                 ready models and built-in datasets
+    python -m zoo train MODEL --dataset DATASET [--split K] [--epochs N] [--seed S]
+                        [--strategy default|mirrored|multiworker] [--out DIR]
+    python -m zoo evaluate DIR         reload a finished run and score it again
+    python -m zoo benchmark uci --dataset DIR --model MODEL [--splits N]
+
+DATASET is a built-in name (`python -m zoo list`), a directory in the UCI
+benchmark layout, or a .csv time series.
 """
 
 import argparse
-import math
-import time
+import json
+import sys
 
-import keras
-import numpy as np
+from zoo import datasets
+from zoo import registry
 
-import tfp_bnn
-from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.data import Standardizer
-from tfp_bnn.data import load_concrete
-from tfp_bnn.data import train_test_split
-from zoo.bbb_mlp import bbb_mlp
-from zoo.flags import add_run_flags
-from zoo.flags import check_run_flags
-
-EPOCHS = 600
-BATCH_SIZE = 32
-NUM_SAMPLES = 100
-# Progress lines per run: enough to see training move, few enough to read.
-NUM_PROGRESS_LINES = 6
+COMMANDS = ("list", "train", "evaluate", "benchmark")
 
 
-class _Progress(keras.callbacks.Callback):
-    """Prints one short line every `every` epochs (Keras' bar is per step)."""
-
-    def __init__(self, epochs, every, start):
-        super().__init__()
-        self.epochs = epochs
-        self.every = every
-        self.start = start
-
-    def on_epoch_end(self, epoch, logs=None):
-        done = epoch + 1
-        if done % self.every and done != self.epochs:
-            return
-        logs = logs or {}
-        parts = [f"epoch {done:4d}/{self.epochs}"]
-        for key in ("loss", "data_loss", "kl"):
-            if key in logs:
-                parts.append(f"{key} {float(logs[key]):.3f}")
-        parts.append(f"{time.perf_counter() - self.start:.0f}s")
-        print("  ".join(parts), flush=True)
+def _positive(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
 
 
-def prepare_concrete(seed):
-    """The split and the train-only standardisation of concrete.
-
-    Returns:
-        dict with `x_train`, `y_train`, `x_test`, `y_test` (standardised,
-        float32) and `y_scaler`, the target's `Standardizer`.
-    """
-    x, y = load_concrete()
-    train, test = train_test_split(len(x), test_fraction=0.1, seed=seed)
-    x_scaler = Standardizer().fit(x[train])
-    y_scaler = Standardizer().fit(y[train])
-    return {
-        "x_train": x_scaler.transform(x[train]),
-        "y_train": y_scaler.transform(y[train]),
-        "x_test": x_scaler.transform(x[test]),
-        "y_test": y_scaler.transform(y[test]),
-        "y_scaler": y_scaler,
-    }
+def _non_negative(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {value}")
+    return value
 
 
-def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, batch_size=BATCH_SIZE):
-    """Trains and scores the default BBB MLP on concrete; prints progress.
-
-    Returns:
-        dict with `rmse` and `log_likelihood` (test, original units),
-        `seconds` (wall time), `num_train` and `num_test`.
-    """
-    start = time.perf_counter()
-    # Seeds Python, NumPy and TF: the minibatch shuffling of `fit` included.
-    keras.utils.set_random_seed(seed)
-    data = prepare_concrete(seed)
-    num_train = len(data["x_train"])
-    steps_per_epoch = math.ceil(num_train / batch_size)
-    model = bbb_mlp(
-        data["x_train"].shape[1],
-        num_train=num_train,
-        decay_steps=epochs * steps_per_epoch,
-        seed=seed,
-    )
-    print(
-        f"bbb_mlp on concrete: {num_train} train / {len(data['x_test'])} test, "
-        f"{epochs} epochs, batch {batch_size}, seed {seed}",
-        flush=True,
-    )
-    every = max(1, epochs // NUM_PROGRESS_LINES)
-    model.fit(
-        data["x_train"],
-        data["y_train"],
-        epochs=epochs,
-        batch_size=batch_size,
-        verbose=0,
-        callbacks=[KLScheduler(num_examples=num_train), _Progress(epochs, every, start)],
-    )
-    # T weight samples drawn inside traced calls (tfp_bnn.predict), mapped back
-    # to MPa so that RMSE and log-likelihood are in the data's units.
-    scaler = data["y_scaler"]
-    prediction = tfp_bnn.predict.regression(model, data["x_test"], num_samples=num_samples)
-    prediction = prediction.rescale(shift=float(np.ravel(scaler.mean)[0]),
-                                    scale=float(np.ravel(scaler.std)[0]))
-    y_test = scaler.inverse_transform(data["y_test"]).reshape(-1, 1)
-    rmse = prediction.rmse(y_test)
-    log_likelihood = float(np.mean(prediction.log_likelihood(y_test)))
-    coverage = prediction.coverage(y_test, 0.95)
-    return {
-        "rmse": rmse,
-        "log_likelihood": log_likelihood,
-        "coverage_95": coverage,
-        "seconds": time.perf_counter() - start,
-        "num_train": num_train,
-        "num_test": len(data["x_test"]),
-    }
+def _override(text):
+    """KEY=VALUE with VALUE as JSON (numbers, lists) or a plain string."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        value = json.loads(value)
+    except json.JSONDecodeError:
+        pass
+    if isinstance(value, list):
+        value = tuple(value)
+    return key, value
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m zoo",
-        description=(
-            "Train the Bayes-by-Backprop MLP on UCI concrete (one seeded 90/10 "
-            "split) and print test RMSE and log-likelihood in MPa."
-        ),
-    )
-    add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs",
-                  "seed of the split, the weights and the noise",
-                  "Monte Carlo forward passes at test time")
+        description="Ready Bayesian models: list them, train one, evaluate a run, run the "
+                    "UCI benchmark. Without a command: the main job (see zoo.main_job).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="ready models and built-in datasets")
+
+    train = commands.add_parser("train", help="train a ready model and write a run directory")
+    train.add_argument("model", help="a model name from `python -m zoo list`")
+    train.add_argument("--dataset", required=True,
+                       help="built-in name, UCI-layout directory, or .csv series")
+    train.add_argument("--split", type=_non_negative, default=0, help="split index (default 0)")
+    train.add_argument("--epochs", type=_positive, default=None,
+                       help="training epochs (default: 30 for classification, about 6000 "
+                            "steps for regression)")
+    train.add_argument("--seed", type=_non_negative, default=0,
+                       help="seed of weights, noise and generated splits (default 0)")
+    train.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
+                       default="default",
+                       help="tf.distribute strategy; multiworker reads TF_CONFIG")
+    train.add_argument("--out", default=None,
+                       help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
+    train.add_argument("--batch-size", type=_positive, default=32, help="global batch size")
+    train.add_argument("--samples", type=_positive, default=100,
+                       help="Monte Carlo samples at test time (default 100)")
+    train.add_argument("--set", type=_override, action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    evaluate = commands.add_parser("evaluate", help="reload a finished run and score it")
+    evaluate.add_argument("run_dir", help="a directory written by `python -m zoo train`")
+    evaluate.add_argument("--samples", type=_positive, default=None,
+                          help="Monte Carlo samples (default: the run's)")
+
+    benchmark = commands.add_parser("benchmark", add_help=False,
+                                    help="protocol benchmarks: `benchmark uci --help`")
+    benchmark.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
-def main(argv=None):
-    """Entry point of `python -m zoo`; returns the process exit code.
-
-    Example:
-    >>> main(["--epochs", "5", "--seed", "1"])
-    """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_run_flags(parser, args)
-    result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples)
-    print(
-        f"test RMSE {result['rmse']:.3f} MPa  "
-        f"test log-likelihood {result['log_likelihood']:.3f} nats  "
-        f"({args.samples} MC samples, {result['num_test']} test points)"
-    )
-    print(f"95% prediction interval covers {100 * result['coverage_95']:.1f}% of test targets")
-    print(f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)")
+def _list():
+    print("models:")
+    for name in registry.list_models():
+        spec = registry.get_spec(name)
+        print(f"  {name:32s} {'/'.join(spec.tasks):26s} {spec.summary}")
+        print(f"  {'':32s} {'':26s} after {spec.paper}")
+    print("datasets (or a path to a UCI-layout directory or a .csv series):")
+    for name, task, what in datasets.describe_builtin():
+        print(f"  {name:32s} {task:26s} {what}")
     return 0
+
+
+def _print_metrics(metrics, prefix=""):
+    keys = [k for k in ("rmse", "log_likelihood", "coverage_95", "accuracy", "nll", "ece",
+                        "brier") if k in metrics]
+    print(prefix + "  ".join(f"{k} {metrics[k]:.4f}" for k in keys))
+
+
+def _train(args):
+    from zoo import runner  # noqa: PLC0415 - TensorFlow only for the commands that need it
+
+    out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
+                       f"-split{args.split}-seed{args.seed}")
+    result = runner.train_and_evaluate(
+        args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
+        strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
+        verbose=0 if args.quiet else 1, overrides=dict(args.set))
+    _print_metrics(result, "test: ")
+    print(f"wrote {out} ({result['total_seconds']:.1f} s)")
+    return 0
+
+
+def _evaluate(args):
+    from zoo import runner  # noqa: PLC0415
+
+    stored, fresh = runner.evaluate(args.run_dir, num_samples=args.samples)
+    _print_metrics(stored, "stored: ")
+    _print_metrics(fresh, "now:    ")
+    return 0
+
+
+def main(argv=None):
+    """Entry point of `python -m zoo`; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
+        from zoo import main_job  # noqa: PLC0415
+
+        return main_job.main(argv)
+    parser = build_parser()
+    if argv[0] == "benchmark":
+        from zoo import uci_benchmark  # noqa: PLC0415
+
+        return uci_benchmark.main(argv[1:])
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            return _list()
+        if args.command == "train":
+            return _train(args)
+        return _evaluate(args)
+    except (ValueError, FloatingPointError) as error:
+        parser.exit(2, f"python -m zoo {args.command}: error: {error}\n")

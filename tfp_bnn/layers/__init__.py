@@ -11,6 +11,7 @@ from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameteri
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
+from tfp_bnn.layers.homoscedastic_noise import HomoscedasticNoise
 from tfp_bnn.layers.mc_dropout import MCDropout
 from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers.node_conv2d import NodeConv2D
@@ -28,6 +29,7 @@ __all__ = [
     "DenseReparameterization",
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
+    "HomoscedasticNoise",
     "MCDropout",
     "NodeConv2D",
     "NodeDense",

@@ -1,4 +1,4 @@
-"""Tests of the zoo registry, the BBB MLP and `python -m zoo`."""
+"""Tests of the main job's BBB MLP (`zoo.bbb_mlp`) and `python -m zoo` without a subcommand."""
 
 import math
 import os
@@ -11,11 +11,11 @@ import keras
 import numpy as np
 import pytest
 
-import zoo
 from tfp_bnn.layers import DenseReparameterization
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.priors import ScaleMixturePrior
-from zoo import cli
+from zoo import main_job as cli
+from zoo.bbb_mlp import bbb_mlp
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RMSE_RE = re.compile(r"test RMSE (\S+) MPa")
@@ -29,15 +29,8 @@ def _scores(text):
     return float(rmse.group(1)), float(ll.group(1))
 
 
-def test_registry():
-    assert zoo.list_models() == ["bbb_mlp"]
-    assert zoo.get_model("bbb_mlp") is zoo.bbb_mlp
-    with pytest.raises(ValueError, match=r"Unknown model 'nope'.*bbb_mlp"):
-        zoo.get_model("nope")
-
-
 def test_bbb_mlp_structure():
-    model = zoo.bbb_mlp(8, hidden_units=(16, 8), num_train=100, seed=3)
+    model = bbb_mlp(8, hidden_units=(16, 8), num_train=100, seed=3)
     layers = [layer for layer in model.layers if isinstance(layer, DenseReparameterization)]
     assert [layer.units for layer in layers] == [16, 8, 2]
     for layer in layers:
@@ -55,8 +48,8 @@ def test_bbb_mlp_structure():
 @pytest.mark.filterwarnings("ignore:Skipping variable loading for optimizer")
 def test_bbb_mlp_is_reproducible_and_round_trips(tmp_path):
     x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
-    first = zoo.bbb_mlp(8, hidden_units=(8,), num_train=10, seed=1)
-    second = zoo.bbb_mlp(8, hidden_units=(8,), num_train=10, seed=1)
+    first = bbb_mlp(8, hidden_units=(8,), num_train=10, seed=1)
+    second = bbb_mlp(8, hidden_units=(8,), num_train=10, seed=1)
     for a, b in zip(first.get_weights(), second.get_weights()):
         np.testing.assert_array_equal(a, b)
     path = tmp_path / "bbb.keras"
@@ -77,7 +70,7 @@ def test_bbb_mlp_is_reproducible_and_round_trips(tmp_path):
 )
 def test_bbb_mlp_validates_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        zoo.bbb_mlp(8, **kwargs)
+        bbb_mlp(8, **kwargs)
 
 
 def test_cli_main_few_epochs_prints_finite_scores(capsys):

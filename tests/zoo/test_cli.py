@@ -1,0 +1,111 @@
+"""Tests of `python -m zoo list | train | evaluate | benchmark` (zoo.cli)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import zoo
+from zoo import cli
+from zoo import datasets
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _env():
+    path = [str(REPO_ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                               else [])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def test_list_names_every_model_and_dataset():
+    result = subprocess.run([sys.executable, "-m", "zoo", "list"], cwd=REPO_ROOT, env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name in zoo.list_models() + list(datasets.BUILTIN):
+        assert f"  {name} " in result.stdout
+    assert "Blundell et al. 2015" in result.stdout
+
+
+def test_train_then_evaluate_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = cli.main(["train", "flipout_mlp", "--dataset", "yacht", "--epochs", "2",
+                     "--set", "hidden_units=[8]", "--samples", "10", "--quiet",
+                     "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "test: rmse" in printed and f"wrote {out}" in printed
+    config = json.loads((out / "config.json").read_text())
+    assert config["overrides"] == {"hidden_units": [8]}
+    assert config["description"].startswith("yacht: 277 train / 31 test")
+    assert cli.main(["evaluate", str(out), "--samples", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert "stored: rmse" in printed and "now:    rmse" in printed
+
+
+def test_train_progress_bar_is_shown_by_default(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "train", "mc_dropout_mlp", "--dataset", "yacht",
+         "--epochs", "1", "--samples", "5", "--out", str(tmp_path / "run")],
+        cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Keras' progress bar: steps done / steps per epoch (277 / 32 -> 9).
+    assert "9/9" in result.stdout
+    assert (tmp_path / "run" / "results.json").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "nope", "--dataset", "concrete"], "Unknown model 'nope'; available"),
+    (["train", "bbb_mlp", "--dataset", "nowhere"], "Unknown dataset 'nowhere'"),
+    (["train", "flipout_lenet", "--dataset", "concrete"], "cannot train on 'concrete'"),
+    (["train", "bbb_mlp", "--dataset", "concrete", "--epochs", "0"],
+     "--epochs: must be a positive int"),
+    (["train", "bbb_mlp", "--dataset", "concrete", "--set", "oops"], "expected KEY=VALUE"),
+    (["train", "bbb_mlp", "--dataset", "concrete", "--strategy", "tpu"], "invalid choice"),
+    (["evaluate", "/nonexistent/run"], "not a finished zoo run"),
+])
+def test_bad_input_exits_2_naming_the_problem(argv, message, capsys, tmp_path):
+    if argv[0] == "train":
+        argv = argv + ["--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_unknown_builder_argument_is_an_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "bbb_mlp", "--dataset", "yacht", "--epochs", "1",
+                  "--set", "no_such_argument=3", "--out", str(tmp_path / "run")])
+    assert "no_such_argument" in capsys.readouterr().err
+
+
+def test_benchmark_is_dispatched(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["benchmark", "uci", "--help"])
+    assert exit_info.value.code == 0
+    assert "--splits" in capsys.readouterr().out
+
+
+def test_override_parsing():
+    assert cli._override("hidden_units=[100, 50]") == ("hidden_units", (100, 50))
+    assert cli._override("rate=0.1") == ("rate", 0.1)
+    assert cli._override("posterior=gaussian") == ("posterior", "gaussian")
+
+
+def test_train_under_mirrored_strategy(tmp_path):
+    # One process, its local devices (one CPU here): the same run directory.
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "train", "flipout_mlp", "--dataset", "yacht",
+         "--epochs", "1", "--samples", "5", "--strategy", "mirrored", "--quiet",
+         "--out", str(tmp_path / "run")],
+        cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "strategy mirrored" in result.stdout
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["epochs"] == 1
+    assert not (tmp_path / "run" / ".backup").exists()
