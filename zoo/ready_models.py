@@ -28,6 +28,7 @@ Images are flattened by the MLPs; `flipout_lenet` keeps their layout.
 """
 
 import math
+import numbers
 
 import keras
 
@@ -60,40 +61,54 @@ LENET_UNITS = (120, 84)
 
 
 def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
+    return int(value)
+
+
+def _positive_ints(name, values):
+    """A tuple of positive ints from a sequence (layer widths, filter counts)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"`{name}` must be a sequence of positive ints, got {values!r}.")
+    return tuple(_positive_int(name, value) for value in values)
 
 
 def check_common(input_shape, task, num_classes, num_train, seed):
-    """Validates the arguments every builder takes; returns input_shape as a tuple."""
+    """Validates the arguments every builder takes.
+
+    Returns:
+        (input_shape as a tuple of ints, num_train, seed) as Python ints.
+    """
     try:
-        input_shape = tuple(input_shape)
+        shape = tuple(input_shape)
     except TypeError:
         raise ValueError(f"`input_shape` must be a tuple of positive ints, got "
                          f"{input_shape!r}.") from None
-    if not input_shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0
-                              for d in input_shape):
+    if not shape or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d <= 0
+                        for d in shape):
         raise ValueError(f"`input_shape` must be a non-empty tuple of positive ints, got "
                          f"{input_shape!r}.")
+    input_shape = tuple(int(d) for d in shape)
     if task not in TASKS:
         raise ValueError(f"`task` must be one of {TASKS}, got {task!r}.")
     if task == "classification":
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        if (isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral)
+                or num_classes < 2):
             raise ValueError("`num_classes` must be an int >= 2 for classification, got "
                              f"{num_classes!r}.")
     elif num_classes is not None:
         raise ValueError(f"`num_classes` is only for classification, got {num_classes!r}.")
-    _positive_int("num_train", num_train)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    num_train = _positive_int("num_train", num_train)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    return input_shape
+    return input_shape, num_train, int(seed)
 
 
 def _optimizer(learning_rate, decay_steps):
-    learning_rate = float(learning_rate)
-    if not math.isfinite(learning_rate) or learning_rate <= 0:
+    if (isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real)
+            or not math.isfinite(learning_rate) or learning_rate <= 0):
         raise ValueError(f"`learning_rate` must be a finite number > 0, got {learning_rate!r}.")
+    learning_rate = float(learning_rate)
     if decay_steps is not None:
         learning_rate = keras.optimizers.schedules.CosineDecay(
             learning_rate, _positive_int("decay_steps", decay_steps), alpha=0.1)
@@ -126,7 +141,7 @@ def _mlp(make_dense, name, input_shape, task, num_classes, heteroscedastic, hidd
     """Input -> [Flatten] -> hidden Dense layers -> head, compiled."""
     if hidden_units is None:
         hidden_units = REGRESSION_UNITS if task == "regression" else CLASSIFICATION_UNITS
-    hidden_units = tuple(_positive_int("hidden_units", units) for units in hidden_units)
+    hidden_units = _positive_ints("hidden_units", hidden_units)
     count = iter(range(len(hidden_units) + 1))
 
     def dense(units, activation, layer_name):
@@ -158,7 +173,8 @@ def bbb_mlp(input_shape, task="regression", num_classes=None, num_train=None, se
     Carlo KL log q(w) - log p(w) at the sampled weights (the mixture has no
     closed form).
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
     posterior = posterior or posteriors.MeanFieldNormal(rho_init=BBB_RHO_INIT)
 
     def make(units, activation, index, name):
@@ -180,7 +196,8 @@ def flipout_mlp(input_shape, task="regression", num_classes=None, num_train=None
     Flipout decorrelates the weight noise across a batch, so the gradient
     variance falls with the batch size.
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
 
     def make(units, activation, index, name):
         return bnn_layers.DenseFlipout(
@@ -202,8 +219,15 @@ def mc_dropout_mlp(input_shape, task="regression", num_classes=None, num_train=N
     per example; the noise precision tau is learned with the rest rather
     than set by grid search).
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
-    decay = mc_dropout.weight_decay(length_scale, rate, num_train, 1.0)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
+    if (isinstance(rate, bool) or not isinstance(rate, numbers.Real)
+            or not 0 <= rate < 1):
+        raise ValueError(f"`rate` must be a number in [0, 1), got {rate!r}.")
+    if (isinstance(length_scale, bool) or not isinstance(length_scale, numbers.Real)
+            or not math.isfinite(length_scale) or length_scale <= 0):
+        raise ValueError(f"`length_scale` must be a finite number > 0, got {length_scale!r}.")
+    decay = mc_dropout.weight_decay(float(length_scale), float(rate), num_train, 1.0)
 
     def make(units, activation, index, name):
         return keras.layers.Dense(
@@ -233,7 +257,8 @@ def node_bnn_mlp(input_shape, task="regression", num_classes=None, num_train=Non
     digits) unless given; K and the flow length likewise default to
     `zoo.node_bnn`'s.
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
     if posterior not in ("flow", "gaussian"):
         raise ValueError(f"`posterior` must be 'flow' or 'gaussian', got {posterior!r}.")
     tuned = node_bnn.TUNED[("mlp", posterior)]
@@ -258,11 +283,13 @@ def flipout_lenet(input_shape, task="classification", num_classes=None, num_trai
     digits fit as well as 28x28 ones. Needs [height, width, channels] inputs
     of at least 4x4.
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
     if len(input_shape) != 3 or min(input_shape[:2]) < 4:
         raise ValueError("flipout_lenet needs image inputs [height, width, channels] of at "
                          f"least 4x4, got input_shape {input_shape}.")
-    filters = tuple(_positive_int("filters", count) for count in filters)
+    filters = _positive_ints("filters", filters)
+    hidden_units = _positive_ints("hidden_units", hidden_units)
 
     def flipout(cls, index, **kwargs):
         return cls(kl_weight=1.0 / num_train, seed=1000 * seed + 10 * index, **kwargs)
@@ -282,7 +309,7 @@ def flipout_lenet(input_shape, task="classification", num_classes=None, num_trai
         return flipout(bnn_layers.DenseFlipout, offset, units=units, activation=activation,
                        name=name)
     for position, units in enumerate(hidden_units):
-        hidden = dense(_positive_int("hidden_units", units), "relu", f"dense_{position}")(hidden)
+        hidden = dense(units, "relu", f"dense_{position}")(hidden)
     outputs = _head(dense, hidden, task, num_classes, heteroscedastic)
     name = "flipout_lenet_heteroscedastic" if heteroscedastic else "flipout_lenet"
     return _compile(keras.Model(inputs, outputs, name=name), task, learning_rate, decay_steps)
@@ -301,7 +328,8 @@ def bayesian_transformer(input_shape, task="regression", num_classes=None, num_t
     Regression only; inputs [J] (a table: mean pooling over tokens) or
     [J, 1] (a series window: the last token).
     """
-    input_shape = check_common(input_shape, task, num_classes, num_train, seed)
+    input_shape, num_train, seed = check_common(input_shape, task, num_classes, num_train,
+                                                seed)
     if task != "regression":
         raise ValueError("bayesian_transformer is a regression model (it predicts a mean and "
                          f"a variance per example), got task {task!r}.")

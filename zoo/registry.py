@@ -28,7 +28,7 @@ class ModelSpec:
         inputs: the input layouts it reads ("table", "image", "sequence").
         summary: one line for `python -m zoo list`.
         paper: the paper its defaults follow.
-        sampling_free: True when one deterministic pass gives the
+        sampling_free: True when, with its defaults, one deterministic pass gives the
             predictive distribution (no Monte Carlo needed).
     """
 
@@ -135,7 +135,7 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
         raise ValueError(f"Model {name!r} does not support task {task!r}; it supports "
                          f"{list(spec.tasks)}.")
     accepted = set(inspect.signature(spec.builder).parameters) - {
-        "input_shape", "task", "num_classes", "num_train", "seed",
+        "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
         *getattr(spec.builder, "keywords", {})}
     unknown = sorted(set(overrides) - accepted)
     if unknown:

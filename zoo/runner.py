@@ -102,7 +102,17 @@ def _callbacks(model, num_train, out, strategy):
     return callbacks
 
 
-def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, sampling_free=False):
+def sampling_free(model) -> bool:
+    """Whether one deterministic pass gives `model`'s predictive distribution.
+
+    True for a transformer regressor trained by moment propagation (its
+    outputs are the propagated mean and variance); every other ready model
+    needs Monte Carlo samples.
+    """
+    return getattr(model, "training_path", None) == "moments"
+
+
+def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, single_pass=False):
     """Test metrics of `model` on `task`, in the data's units.
 
     Returns:
@@ -110,7 +120,7 @@ def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, sampling_free=Fal
         nats per point), coverage_95, mean_stddev. Classification:
         accuracy, nll, ece (15 bins), brier.
     """
-    samples = 1 if sampling_free else num_samples
+    samples = 1 if single_pass else num_samples
     if task.task == "regression":
         prediction = tfp_bnn.predict.regression(model, task.x_test, num_samples=samples)
         prediction = prediction.rescale(shift=task.y_shift, scale=task.y_scale)
@@ -132,7 +142,7 @@ def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, sampling_free=Fal
         prediction
 
 
-def _export(model, directory, task, sampling_free):
+def _export(model, directory, task):
     """model.keras and the predictive SavedModel into `directory`."""
     model.save(os.path.join(directory, "model.keras"))
     signature = None
@@ -208,7 +218,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         raise FloatingPointError(f"Training diverged: the last {bad[0]} is {logs[bad[0]][-1]}; "
                                  "try a smaller --learning-rate or fewer epochs. Nothing "
                                  f"was written to {out}.")
-    result, prediction = score(model, task, num_samples, spec.sampling_free)
+    result, prediction = score(model, task, num_samples, sampling_free(model))
     result.update({"model": model_name, "dataset": task.name, "task": task.task,
                    "split": split, "seed": seed, "epochs": epochs,
                    "train_seconds": train_seconds,
@@ -219,7 +229,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     _write_json(os.path.join(staging, "history.json"), logs)
     run_plots.training_curves(logs, os.path.join(staging, "training.png"), title=model_name)
     run_plots.task_plot(task, prediction, staging)
-    _export(model, staging, task, spec.sampling_free)
+    _export(model, staging, task)
     _write_json(os.path.join(staging, "results.json"), _jsonable(result))
     if chief:
         _publish(staging, out)
@@ -256,9 +266,8 @@ def evaluate(run_dir, num_samples=None, seed=0):
         config = json.load(stream)
     with open(paths["results.json"], encoding="utf-8") as stream:
         stored = json.load(stream)
-    spec = registry.get_spec(config["model"])
     model = keras.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])
     keras.utils.set_random_seed(seed)
-    fresh, _ = score(model, task, num_samples or config["num_samples"], spec.sampling_free)
+    fresh, _ = score(model, task, num_samples or config["num_samples"], sampling_free(model))
     return stored, fresh
