@@ -51,7 +51,10 @@ setup(
         "digits": ["scikit-learn"],
         # tf_keras + tfp.layers are the reference the parity tests compare
         # with; matplotlib for the plot tests; scikit-learn for the digits.
-        "test": ["pytest", "tf-keras", "matplotlib", "scikit-learn"],
+        # nbclient runs the colab/ tutorials in the tests, nbformat reads
+        # them, ipykernel is the Python kernel they run in.
+        "test": ["pytest", "tf-keras", "matplotlib", "scikit-learn", "nbclient", "nbformat",
+                 "ipykernel"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

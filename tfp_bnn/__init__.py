@@ -18,6 +18,9 @@ from tfp_bnn import losses
 from tfp_bnn import mc_dropout
 from tfp_bnn import metrics
 from tfp_bnn import moments
+# matplotlib is imported inside the plotting functions, so these stay cheap.
+from tfp_bnn import plots
+from tfp_bnn import plots_nodes
 from tfp_bnn import posteriors
 from tfp_bnn import predict
 from tfp_bnn import priors
@@ -39,6 +42,8 @@ __all__ = [
     "mean_mode",
     "metrics",
     "moments",
+    "plots",
+    "plots_nodes",
     "posteriors",
     "predict",
     "priors",
