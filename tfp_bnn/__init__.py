@@ -26,6 +26,7 @@ from tfp_bnn import predict
 from tfp_bnn import priors
 from tfp_bnn.modes import bayesian_layers
 from tfp_bnn.modes import is_mean_mode
+from tfp_bnn.modes import kl_layers
 from tfp_bnn.modes import mean_mode
 from tfp_bnn.modes import set_mean_mode
 
@@ -36,6 +37,7 @@ __all__ = [
     "export",
     "flows",
     "is_mean_mode",
+    "kl_layers",
     "layers",
     "losses",
     "mc_dropout",

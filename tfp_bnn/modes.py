@@ -28,6 +28,15 @@ def bayesian_layers(model):
     return [layer for layer in model._flatten_layers(include_self=False) if _is_stochastic(layer)]
 
 
+def kl_layers(model):
+    """The stochastic layers of `model` that add a weighted KL to the loss.
+
+    They own a `kl_weight` variable (variational and node-based layers; MC
+    dropout has none), which `tfp_bnn.callbacks.KLScheduler` sets.
+    """
+    return [layer for layer in bayesian_layers(model) if hasattr(layer, "kl_weight")]
+
+
 def set_mean_mode(model, enabled=True):
     """Turns mean mode on (`enabled=True`) or off for every stochastic layer.
 

@@ -25,10 +25,10 @@ import math
 
 import keras
 
-import tfp_bnn
 from tfp_bnn import layers as bnn_layers
 from tfp_bnn import posteriors
 from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn.modes import kl_layers
 
 INPUT_SHAPE = (8, 8, 1)
 NUM_CLASSES = 10
@@ -225,11 +225,6 @@ def flipout_cnn(num_train=None, filters=CNN_FILTERS, dense_units=CNN_DENSE_UNITS
 
     model = _cnn(conv, dense, tuple(filters), dense_units, "flipout_cnn")
     return _compile(model, learning_rate)
-
-
-def kl_layers(model):
-    """The layers of `model` that add a weighted KL to the loss (own a `kl_weight`)."""
-    return [layer for layer in tfp_bnn.bayesian_layers(model) if hasattr(layer, "kl_weight")]
 
 
 def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0):

@@ -36,9 +36,10 @@ from tfp_bnn import layers as bnn_layers
 from tfp_bnn import mc_dropout
 from tfp_bnn import posteriors
 from tfp_bnn import priors
+from tfp_bnn.layers.composite import positive_int
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
-from tfp_bnn.modes import bayesian_layers
+from tfp_bnn.modes import kl_layers
 from zoo import node_bnn
 from zoo import transformer_models
 
@@ -60,17 +61,11 @@ LENET_FILTERS = (6, 16)
 LENET_UNITS = (120, 84)
 
 
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
-
-
 def _positive_ints(name, values):
     """A tuple of positive ints from a sequence (layer widths, filter counts)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ValueError(f"`{name}` must be a sequence of positive ints, got {values!r}.")
-    return tuple(_positive_int(name, value) for value in values)
+    return tuple(positive_int(name, value) for value in values)
 
 
 def check_common(input_shape, task, num_classes, num_train, seed):
@@ -98,7 +93,7 @@ def check_common(input_shape, task, num_classes, num_train, seed):
                              f"{num_classes!r}.")
     elif num_classes is not None:
         raise ValueError(f"`num_classes` is only for classification, got {num_classes!r}.")
-    num_train = _positive_int("num_train", num_train)
+    num_train = positive_int("num_train", num_train)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
     return input_shape, num_train, int(seed)
@@ -111,7 +106,7 @@ def _optimizer(learning_rate, decay_steps):
     learning_rate = float(learning_rate)
     if decay_steps is not None:
         learning_rate = keras.optimizers.schedules.CosineDecay(
-            learning_rate, _positive_int("decay_steps", decay_steps), alpha=0.1)
+            learning_rate, positive_int("decay_steps", decay_steps), alpha=0.1)
     return keras.optimizers.Adam(learning_rate=learning_rate)
 
 
@@ -347,8 +342,7 @@ def bayesian_transformer(input_shape, task="regression", num_classes=None, num_t
                          f"use mode='diagonal', got {mode!r}.")
     model.build((None,) + input_shape)
     # kl_weight = 1/N from the start, as the functional models set it.
-    for layer in bayesian_layers(model):
-        if hasattr(layer, "kl_weight"):
-            layer.kl_weight.assign(1.0 / num_train)
+    for layer in kl_layers(model):
+        layer.kl_weight.assign(1.0 / num_train)
     return _compile(model, task, learning_rate, decay_steps,
                     loss=MomentGaussianNLL(mode="diagonal"))

@@ -31,7 +31,7 @@ import numpy as np
 import tfp_bnn
 from tfp_bnn import metrics
 from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.modes import bayesian_layers
+from tfp_bnn.modes import kl_layers
 from zoo import datasets
 from zoo import distribute
 from zoo import registry
@@ -48,7 +48,6 @@ MAX_EPOCHS = 400
 ARTIFACTS = ("config.json", "history.json", "training.png", "predictions.png",
              "reliability.png", "model.keras", "saved_model")
 STAGING = ".staging"
-BACKUP = ".backup"
 
 
 def default_epochs(task: datasets.Task, batch_size: int = BATCH_SIZE) -> int:
@@ -68,7 +67,8 @@ def _check_out(out):
         if os.path.exists(os.path.join(out, "results.json")):
             raise ValueError(f"--out {out!r} already holds a finished run (results.json); "
                              "choose another directory or delete it.")
-        foreign = sorted(set(os.listdir(out)) - {STAGING, BACKUP, ".workers"} - set(ARTIFACTS))
+        foreign = sorted(set(os.listdir(out)) - {STAGING, distribute.BACKUP, distribute.WORKERS}
+                         - set(ARTIFACTS))
         if foreign:
             raise ValueError(f"--out {out!r} is not empty and not a zoo run directory "
                              f"(found {foreign[:3]}); choose an empty or new directory.")
@@ -97,7 +97,7 @@ def _jsonable(value):
 
 def _callbacks(model, num_train, out, strategy):
     callbacks = [distribute.backup_callback(out, strategy)]
-    if any(hasattr(layer, "kl_weight") for layer in bayesian_layers(model)):
+    if kl_layers(model):
         callbacks.insert(0, KLScheduler(num_examples=num_train))
     return callbacks
 
@@ -245,7 +245,7 @@ def _publish(staging, out):
             shutil.rmtree(target)
         os.replace(os.path.join(staging, name), target)
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.rmtree(os.path.join(out, BACKUP), ignore_errors=True)
+    shutil.rmtree(os.path.join(out, distribute.BACKUP), ignore_errors=True)
 
 
 def evaluate(run_dir, num_samples=None, seed=0):

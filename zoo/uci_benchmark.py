@@ -32,16 +32,15 @@ import math
 import os
 import pathlib
 import time
-from importlib import resources
 
 import keras
 import numpy as np
 
 import tfp_bnn
 from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.data import Standardizer
 from tfp_bnn.data import UCIDataset
-from tfp_bnn.data import concrete_path
+from tfp_bnn.layers.composite import positive_int
+from zoo import datasets
 from zoo import registry
 from zoo.uci_published import PUBLISHED
 
@@ -140,13 +139,6 @@ def standard_error(values):
     return float(np.std(values) / math.sqrt(values.size))
 
 
-def _builtin_path(name):
-    if name == "concrete":
-        return concrete_path().parent
-    root = resources.files("tfp_bnn.data") / "uci_sets" / name
-    return pathlib.Path(str(root)) if root.is_dir() else None
-
-
 def load_dataset(dataset):
     """A `UCIDataset` from a directory in the UCI layout, or a packaged table's name.
 
@@ -157,7 +149,8 @@ def load_dataset(dataset):
         return dataset
     if isinstance(dataset, (str, os.PathLike)) and os.path.isdir(dataset):
         return UCIDataset(dataset)
-    builtin = _builtin_path(canonical_name(dataset)) if isinstance(dataset, str) else None
+    builtin = datasets.UCI_BUILTIN.get(canonical_name(dataset)) if isinstance(dataset, str) \
+        else None
     if builtin is not None:
         return UCIDataset(builtin)
     raise ValueError(f"`dataset` must be a directory in the UCI layout, a UCIDataset or a "
@@ -194,25 +187,12 @@ def validation_split(data, k, fraction=VALIDATION_FRACTION, dtype="float32"):
     if not 0 < cut < len(train):
         raise ValueError(f"split {k} has {len(train)} training rows: too few to hold out "
                          f"{fraction:.0%}.")
-    fit, held_out = train[:cut], train[cut:]
-    x_scaler = Standardizer().fit(data.x[fit])
-    y_scaler = Standardizer().fit(data.y[fit])
-    return {"x_train": x_scaler.transform(data.x[fit]).astype(dtype),
-            "y_train": y_scaler.transform(data.y[fit]).astype(dtype),
-            "x_test": x_scaler.transform(data.x[held_out]).astype(dtype),
-            "y_test": y_scaler.transform(data.y[held_out]).astype(dtype),
-            "y_test_raw": data.y[held_out].copy(), "x_scaler": x_scaler, "y_scaler": y_scaler}
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
+    return data.standardized(train[:cut], train[cut:], dtype=dtype)
 
 
 def _fit_callbacks(model, num_train):
     # KLScheduler refuses a model without variational layers (MC dropout).
-    if any(hasattr(layer, "kl_weight") for layer in tfp_bnn.bayesian_layers(model)):
+    if tfp_bnn.kl_layers(model):
         return [KLScheduler(num_examples=num_train)]
     return []
 
@@ -267,16 +247,16 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
     available = len(data.splits)
     if splits is None:
         splits = 2 if validation else default_num_splits(data)
-    splits = _positive_int("splits", splits)
+    splits = positive_int("splits", splits)
     if splits > available:
         raise ValueError(f"`splits` is {splits} but {data.path} has {available} splits.")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    num_samples = _positive_int("num_samples", num_samples)
+    num_samples = positive_int("num_samples", num_samples)
     settings = settings_for(name, model)
     settings.update(overrides or {})
     if epochs is not None:
-        settings["epochs"] = _positive_int("epochs", epochs)
+        settings["epochs"] = positive_int("epochs", epochs)
     if build_model is None:
         build_model = registry.build_model
     model_args = {k: v for k, v in settings.items() if k not in ("epochs", "batch_size")}

@@ -3,7 +3,7 @@
 import keras
 
 from tfp_bnn.callbacks import kl_schedules
-from tfp_bnn.modes import bayesian_layers
+from tfp_bnn.modes import kl_layers
 
 
 def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
@@ -66,9 +66,7 @@ class KLScheduler(keras.callbacks.Callback):
 
     def set_model(self, model):
         super().set_model(model)
-        # The layers that carry a KL own a `kl_weight` variable (variational and
-        # node-based layers; MC dropout has none).
-        self._layers = [layer for layer in bayesian_layers(model) if hasattr(layer, "kl_weight")]
+        self._layers = kl_layers(model)
         for layer in self._layers:
             layer._kl_weight_managed = True
         self._last_value = None

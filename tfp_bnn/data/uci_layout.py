@@ -158,7 +158,17 @@ class UCIDataset:
                 0 <= k < len(self.splits)):
             raise ValueError(f"`k` must be a split index in [0, {len(self.splits)}), "
                              f"got {k!r}.")
-        train, test = self.splits[k]
+        return self.standardized(*self.splits[k], dtype=dtype)
+
+    def standardized(self, train, test, dtype="float32"):
+        """Rows `train` and `test`, standardised with the statistics of `train`.
+
+        `split(k)` is this for split k; other partitions (e.g. a validation
+        cut of the training rows) get the same treatment.
+
+        Returns:
+            dict as `split`.
+        """
         x_scaler = Standardizer().fit(self.x[train])
         y_scaler = Standardizer().fit(self.y[train])
         return {"x_train": x_scaler.transform(self.x[train]).astype(dtype),
