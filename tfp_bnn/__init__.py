@@ -24,11 +24,14 @@ from tfp_bnn import plots_nodes
 from tfp_bnn import posteriors
 from tfp_bnn import predict
 from tfp_bnn import priors
+from tfp_bnn import saving
 from tfp_bnn.modes import bayesian_layers
 from tfp_bnn.modes import is_mean_mode
 from tfp_bnn.modes import kl_layers
 from tfp_bnn.modes import mean_mode
 from tfp_bnn.modes import set_mean_mode
+from tfp_bnn.saving import load_model
+from tfp_bnn.saving import load_predictive
 
 __all__ = [
     "bayesian_layers",
@@ -39,6 +42,8 @@ __all__ = [
     "is_mean_mode",
     "kl_layers",
     "layers",
+    "load_model",
+    "load_predictive",
     "losses",
     "mc_dropout",
     "mean_mode",
@@ -49,5 +54,6 @@ __all__ = [
     "posteriors",
     "predict",
     "priors",
+    "saving",
     "set_mean_mode",
 ]

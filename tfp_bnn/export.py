@@ -16,7 +16,10 @@ losses. The result loads with `tf.saved_model.load` in a process that does
 not import tfp_bnn (the graph uses only core TensorFlow ops).
 """
 
+import contextlib
 import os
+import shutil
+import uuid
 
 import keras
 import numpy as np
@@ -24,6 +27,73 @@ import tensorflow as tf
 
 from tfp_bnn.layers.tracing import forced_mean_trace
 from tfp_bnn.layers.tracing import no_kl_trace
+
+
+def _check_model(model):
+    if not isinstance(model, keras.Layer):
+        raise ValueError(f"`model` must be a Keras model, got {type(model).__name__}.")
+    if not model.built:
+        raise ValueError("The model is not built; call it on data or build it first.")
+
+
+def _check_new_path(path):
+    """The absolute export path; ValueError if it exists or its parent cannot hold it."""
+    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"The export path must be a non-empty str or path, got {path!r}.")
+    path = os.path.abspath(os.fsdecode(path))
+    if os.path.lexists(path):
+        raise ValueError(f"Export path {path!r} already exists; choose a new directory.")
+    ancestor = os.path.dirname(path)
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ValueError(f"Cannot export to {path!r}: {ancestor!r} is a file, not a "
+                         "directory.")
+    return path
+
+
+@contextlib.contextmanager
+def _staging_directory(path):
+    """Yields a fresh sibling directory of `path`, renamed to `path` on success.
+
+    A failed or interrupted export leaves nothing at `path`: the SavedModel
+    is written next to it under a hidden name and moved into place by one
+    rename at the end; on error the staging directory (and any parent
+    directories created for it) is removed.
+    """
+    parent = os.path.dirname(path)
+    created = []
+    head = parent
+    while not os.path.isdir(head):
+        created.append(head)
+        head = os.path.dirname(head)
+    staging = os.path.join(parent, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            os.makedirs(parent, exist_ok=True)
+            os.mkdir(staging)  # mode 0o777 & ~umask, like the directory it becomes
+        except OSError as error:
+            raise ValueError(f"Cannot export to {path!r}: {error.strerror} "
+                             f"({error.filename}).") from error
+        try:
+            yield staging
+        except (OSError, tf.errors.OpError) as error:
+            raise ValueError(f"Writing the SavedModel to {path!r} failed: {error}") from error
+        if os.path.lexists(path):
+            raise ValueError(f"Export path {path!r} appeared while the model was being "
+                             "written; nothing was overwritten.")
+        os.rename(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for directory in created:  # deepest first
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        raise
+
+
+def _write(archive, path):
+    with _staging_directory(path) as staging:
+        archive.write_out(staging, verbose=False)
 
 
 def _input_signature(model):
@@ -42,6 +112,8 @@ def export_saved_model(model, path, input_signature=None):
     Args:
         model: a built Keras model.
         path: directory to write; must not exist yet (nothing is overwritten).
+            The SavedModel is written to a hidden sibling directory and
+            renamed to `path` at the end, so a failed export leaves nothing.
         input_signature: list of `tf.TensorSpec`; defaults to the model's
             inputs with a free batch dimension.
 
@@ -53,11 +125,8 @@ def export_saved_model(model, path, input_signature=None):
     >>> served = tf.saved_model.load("/tmp/bnn")
     >>> served.serve_mean(x)  # deterministic
     """
-    path = os.fspath(path)
-    if os.path.exists(path):
-        raise ValueError(f"Export path {path!r} already exists; choose a new directory.")
-    if not model.built:
-        raise ValueError("The model is not built; call it on data or build it first.")
+    _check_model(model)
+    target = _check_new_path(path)
     signature = input_signature or _input_signature(model)
     single = len(signature) == 1
 
@@ -79,7 +148,7 @@ def export_saved_model(model, path, input_signature=None):
     archive.track(model)
     archive.add_endpoint("serve", serve, signature)
     archive.add_endpoint("serve_mean", serve_mean, signature)
-    archive.write_out(path, verbose=False)
+    _write(archive, target)
     return path
 
 
@@ -103,11 +172,32 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
         samples_per_call < 1
     ):
         raise ValueError(f"`samples_per_call` must be an int >= 1, got {samples_per_call!r}.")
-    if os.path.exists(os.fspath(path)):
-        raise ValueError(f"Export path {os.fspath(path)!r} already exists; choose a new directory.")
-    if not model.built:
-        raise ValueError("The model is not built; call it on data or build it first.")
-    return output, noise_variance
+    _check_model(model)
+    target = _check_new_path(path)
+    _check_output_width(model, task, output)
+    return output, noise_variance, target
+
+
+def _check_output_width(model, task, output):
+    """The model's last output axis must fit `output`, when it is known before tracing."""
+    try:
+        outputs = list(model.outputs or [])
+    except (AttributeError, ValueError):  # a subclassed model has no symbolic outputs
+        return
+    if len(outputs) != 1:
+        if outputs:
+            raise ValueError(f"export_predictive needs a model with a single output, got "
+                             f"{len(outputs)}.")
+        return
+    width = tuple(outputs[0].shape)[-1]
+    if width is None:
+        return
+    if output == "mean_log_variance" and width % 2:
+        raise ValueError("output='mean_log_variance' needs an even last axis [means, log "
+                         f"variances], got model outputs of shape {tuple(outputs[0].shape)}.")
+    if task == "classification" and width < 2:
+        raise ValueError(f"A classifier needs >= 2 classes on the last axis, got model outputs "
+                         f"of shape {tuple(outputs[0].shape)}.")
 
 
 class _RunningMoments:
@@ -176,7 +266,8 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
 
     Args:
         model: a built Keras model with tfp_bnn stochastic layers.
-        path: directory to write; must not exist yet.
+        path: directory to write; must not exist yet. Written to a hidden
+            sibling and renamed at the end: a failed export leaves nothing.
         task: "regression" or "classification".
         output: what the model outputs, as in `tfp_bnn.predict.regression`
             ("mean_log_variance" default, or "mean") and
@@ -196,7 +287,7 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     """
     from tfp_bnn.predict.engine import MonteCarloRunner  # noqa: PLC0415 - import cycle
 
-    output, noise_variance = _check_export_args(
+    output, noise_variance, target = _check_export_args(
         model, path, task, output, noise_variance, samples_per_call)
     signature = list(input_signature or _input_signature(model))
     single = len(signature) == 1
@@ -252,5 +343,5 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     archive.add_endpoint(
         "serve", predictive,
         signature + [tf.TensorSpec([], tf.int32, name="num_samples")])
-    archive.write_out(os.fspath(path), verbose=False)
+    _write(archive, target)
     return path

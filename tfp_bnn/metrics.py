@@ -39,6 +39,13 @@ _TINY64 = float(np.finfo(np.float64).tiny)
 _MAX_NLL = -math.log(_TINY64)
 
 
+def _as_array(values, name):
+    try:
+        return np.asarray(values)
+    except ValueError:
+        raise ValueError(f"`{name}` is ragged: its rows do not all have the same length.") from None
+
+
 def _check_num_bins(num_bins):
     if isinstance(num_bins, bool):
         raise ValueError(f"`num_bins` must be an int >= 1, got {num_bins!r}.")
@@ -52,7 +59,7 @@ def _check_num_bins(num_bins):
 
 
 def _check_labels(labels):
-    labels = np.asarray(labels)
+    labels = _as_array(labels, "labels")
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     if labels.ndim != 1:
@@ -77,7 +84,7 @@ def _check_labels(labels):
 
 
 def _check_probs(probs):
-    probs = np.asarray(probs)
+    probs = _as_array(probs, "probs")
     if probs.ndim != 2 or probs.shape[1] < 2:
         raise ValueError(
             f"`probs` must have shape [n, K] with K >= 2 classes, got shape {probs.shape}."
@@ -260,7 +267,7 @@ def accuracy(labels, probs) -> float:
 
 
 def _check_scores(scores, name):
-    scores = np.asarray(scores)
+    scores = _as_array(scores, name)
     if scores.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {scores.shape}.")
     if scores.size == 0:

@@ -27,6 +27,7 @@ Example:
 """
 
 import dataclasses
+import difflib
 import pathlib
 
 import numpy as np
@@ -125,6 +126,10 @@ def _series_task(path, name: str, split: int) -> Task:
         raise ValueError(f"`split` must be 0 for a time series ({name} has one "
                          f"chronological split), got {split}.")
     _, values = read_series_csv(path)
+    needed = WINDOW + TEST_SIZE + 2
+    if len(values) < needed:
+        raise ValueError(f"{path}: the series has {len(values)} values; {WINDOW}-step windows "
+                         f"with the last {TEST_SIZE} targets held out need at least {needed}.")
     arrays = forecasting_split(values, WINDOW, TEST_SIZE)
     scaler = arrays["scaler"]
     return Task(
@@ -191,8 +196,16 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
         data = UCIDataset(path, num_splits=NUM_SPLITS, seed=seed)
         standard = any(data.path.glob("index_train_*.txt"))
         return _uci_task(data, split, standard)
+    if path.is_file():
+        raise ValueError(f"Dataset file {name!r} is not a .csv time series; a UCI table "
+                         "goes in a directory (data.txt and its index files).")
+    if path.suffix or "/" in name or "\\" in name:
+        raise ValueError(f"Dataset path {name!r} does not exist (built-in names: "
+                         f"{list(BUILTIN)}).")
+    close = difflib.get_close_matches(name, BUILTIN, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"Unknown dataset {name!r}: not a built-in name {list(BUILTIN)}, "
-                     "not a directory in the UCI layout and not a .csv time series.")
+                     f"not a directory in the UCI layout and not a .csv time series.{hint}")
 
 
 def describe_builtin() -> list:

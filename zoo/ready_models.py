@@ -65,7 +65,10 @@ def _positive_ints(name, values):
     """A tuple of positive ints from a sequence (layer widths, filter counts)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ValueError(f"`{name}` must be a sequence of positive ints, got {values!r}.")
-    return tuple(positive_int(name, value) for value in values)
+    values = tuple(positive_int(name, value) for value in values)
+    if not values:
+        raise ValueError(f"`{name}` must list at least one layer size, got an empty sequence.")
+    return values
 
 
 def check_common(input_shape, task, num_classes, num_train, seed):

@@ -10,6 +10,7 @@ Example:
 """
 
 import dataclasses
+import difflib
 import functools
 import inspect
 
@@ -99,7 +100,9 @@ def get_spec(name) -> ModelSpec:
         ValueError: for an unknown name, listing the known ones.
     """
     if not isinstance(name, str) or name not in SPECS:
-        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.")
+        close = difflib.get_close_matches(name, SPECS, n=1) if isinstance(name, str) else []
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.{hint}")
     return SPECS[name]
 
 
@@ -127,10 +130,14 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
         A compiled `keras.Model`.
 
     Raises:
-        ValueError: unknown model, a task the model does not support, or an
-            override the builder does not take.
+        ValueError: unknown model (listing the known ones), unknown task or
+            one the model does not support, or an override the builder does
+            not take; the builders name any invalid value.
     """
     spec = get_spec(name)
+    if task not in ready_models.TASKS:
+        raise ValueError(f"Unknown task {task!r}; `task` must be one of "
+                         f"{list(ready_models.TASKS)}.")
     if task not in spec.tasks:
         raise ValueError(f"Model {name!r} does not support task {task!r}; it supports "
                          f"{list(spec.tasks)}.")

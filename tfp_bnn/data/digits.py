@@ -11,6 +11,9 @@ CPU cores in seconds, which is what the covariate-shift evaluation
 
 import numpy as np
 
+from tfp_bnn.data.uci import check_fraction
+from tfp_bnn.data.uci import check_seed
+
 NUM_CLASSES = 10
 IMAGE_SHAPE = (8, 8, 1)
 # The digits' pixel values are counts of set bits in 4x4 blocks: 0..16.
@@ -57,10 +60,8 @@ def stratified_split(labels, test_fraction: float = 0.2, seed: int = 0) -> tuple
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
         raise ValueError(f"`labels` must be a non-empty 1-D array, got shape {labels.shape}.")
-    test_fraction = float(test_fraction)
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"`test_fraction` must lie in (0, 1), got {test_fraction!r}.")
-    rng = np.random.default_rng(seed)
+    test_fraction = check_fraction(test_fraction)
+    rng = np.random.default_rng(check_seed(seed))
     train, test = [], []
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
@@ -100,6 +101,8 @@ def load_digits(seed: int = 0, test_fraction: float = 0.2) -> dict:
     >>> data["x_train"].shape, data["x_test"].shape
     ((1438, 8, 8, 1), (359, 8, 8, 1))
     """
+    # Checked before scikit-learn is imported, so a bad argument fails first.
+    seed, test_fraction = check_seed(seed), check_fraction(test_fraction)
     images, labels = _sklearn_digits()
     train, test = stratified_split(labels, test_fraction=test_fraction, seed=seed)
     x = (images / MAX_PIXEL).astype(np.float32)[..., None]

@@ -17,6 +17,7 @@ from importlib import resources
 import numpy as np
 
 from tfp_bnn.data.uci import Standardizer
+from tfp_bnn.data.uci import text_lines
 
 
 def read_series_csv(path, value_column: int = 1) -> tuple:
@@ -32,15 +33,16 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
 
     Raises:
         ValueError: naming the file and the 1-based line for a row that is
-            too short, a value that is not a finite number; also for a file
+            too short, a value that is not a finite number, or bytes that are
+            not text; naming the file for a missing or unreadable file or one
             with no data row.
     """
     path = os.fspath(path)
     if isinstance(value_column, bool) or not isinstance(value_column, int) or value_column < 1:
         raise ValueError(f"`value_column` must be an int >= 1, got {value_column!r}.")
     labels, values = [], []
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle)
+    rows = csv.reader(line for _, line in text_lines(path))
+    try:
         next(rows, None)  # the header
         for line_number, row in enumerate(rows, start=2):
             if not row or all(not field.strip() for field in row):
@@ -58,6 +60,8 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
                 raise ValueError(f"{where}: {field!r} is not a finite number.")
             labels.append(row[0].strip())
             values.append(value)
+    except csv.Error as error:
+        raise ValueError(f"{path}, line {rows.line_num}: not valid CSV ({error}).") from None
     if not values:
         raise ValueError(f"{path}: the file holds no data rows.")
     return labels, np.asarray(values, dtype=np.float64)
@@ -84,9 +88,16 @@ def make_windows(series, window: int) -> tuple:
         `(x, y)`: x [n - window, window], y [n - window], where row t holds
         series[t : t + window] and its target series[t + window].
     """
-    series = np.asarray(series, dtype=np.float64)
+    try:
+        series = np.asarray(series, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("`series` must be a 1-D array of numbers, got "
+                         f"{type(series).__name__} that does not convert to float.") from None
     if series.ndim != 1:
         raise ValueError(f"`series` must be 1-D, got shape {series.shape}.")
+    if not np.all(np.isfinite(series)):
+        index = int(np.flatnonzero(~np.isfinite(series))[0])
+        raise ValueError(f"`series` has a NaN or infinite value at index {index}.")
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
         raise ValueError(f"`window` must be a positive int, got {window!r}.")
     if len(series) <= window:

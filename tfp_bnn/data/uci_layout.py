@@ -26,6 +26,7 @@ import numpy as np
 
 from tfp_bnn.data.uci import Standardizer
 from tfp_bnn.data.uci import read_table
+from tfp_bnn.data.uci import text_lines
 from tfp_bnn.data.uci import train_test_split
 
 _SPLIT_FILE = re.compile(r"^index_(train|test)_(\d+)\.txt$")
@@ -34,23 +35,22 @@ _SPLIT_FILE = re.compile(r"^index_(train|test)_(\d+)\.txt$")
 def read_indices(path, upper, what):
     """0-based integer indices, one per line, each in [0, upper); errors name file and line."""
     values = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            field = line.strip()
-            if not field:
-                continue
-            try:
-                value = float(field)
-            except ValueError:
-                value = None
-            if value is None or not value.is_integer():
-                raise ValueError(f"{path}, line {line_number}: {field!r} is not an integer "
-                                 f"{what}.")
-            value = int(value)
-            if not 0 <= value < upper:
-                raise ValueError(f"{path}, line {line_number}: {what} {value} is outside "
-                                 f"[0, {upper}).")
-            values.append(value)
+    for line_number, line in text_lines(path):
+        field = line.strip()
+        if not field:
+            continue
+        try:
+            value = float(field)
+        except ValueError:
+            value = None
+        if value is None or not value.is_integer():
+            raise ValueError(f"{path}, line {line_number}: {field!r} is not an integer "
+                             f"{what}.")
+        value = int(value)
+        if not 0 <= value < upper:
+            raise ValueError(f"{path}, line {line_number}: {what} {value} is outside "
+                             f"[0, {upper}).")
+        values.append(value)
     if not values:
         raise ValueError(f"{path}: the file lists no {what}.")
     return np.asarray(values, dtype=np.int64)
@@ -110,6 +110,12 @@ class UCIDataset:
             raise ValueError(f"`num_splits` must be a positive int, got {num_splits!r}.")
         table = read_table(directory / "data.txt")
         rows, columns = table.shape
+        if columns < 2:
+            raise ValueError(f"{directory / 'data.txt'}: a regression table needs at least 2 "
+                             f"columns (inputs and a target), found {columns}.")
+        if rows < 2:
+            raise ValueError(f"{directory / 'data.txt'}: {rows} data row; a train/test split "
+                             "needs at least 2.")
         if (directory / "index_features.txt").is_file():
             features = read_indices(directory / "index_features.txt", columns, "feature column")
         else:

@@ -137,6 +137,10 @@ class ClassificationPrediction:
 
     def ood_auroc(self, out_of_distribution, score="predictive_entropy"):
         """AUROC of telling `out_of_distribution` (a prediction) from this one by `score`."""
+        if not isinstance(out_of_distribution, ClassificationPrediction):
+            raise ValueError("`out_of_distribution` must be a ClassificationPrediction (from "
+                             "tfp_bnn.predict.classification on the OOD inputs), got "
+                             f"{type(out_of_distribution).__name__}.")
         return metrics.auroc(self.score(score), out_of_distribution.score(score))
 
 
@@ -169,7 +173,8 @@ def classification(model, x, num_samples=100, output="logits", keep_samples=Fals
     """
     if output not in OUTPUTS:
         raise ValueError(f"`output` must be one of {OUTPUTS}, got {output!r}.")
-    _, _, count = engine.as_arrays(x)
+    engine.check_model(model)
+    x, _, count = engine.as_arrays(x, model)
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):

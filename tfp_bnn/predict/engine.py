@@ -19,6 +19,7 @@ per call is bounded by `max_rows` = S * B tiled rows.
 import math
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -31,30 +32,145 @@ DEFAULT_MAX_ROWS = 16384
 
 def _check_positive_int(name, value, allow_none=False):
     if value is None and allow_none:
-        return
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+    return int(value)
 
 
-def as_arrays(inputs):
-    """The inputs as a nest of arrays/tensors, their flat leaves and their count N."""
+def check_model(model):
+    """Raises ValueError unless `model` is a built Keras model or layer."""
+    if not isinstance(model, keras.Layer):
+        raise ValueError(f"`model` must be a Keras model or layer, got {type(model).__name__}.")
+    if not getattr(model, "built", True):
+        raise ValueError("The model is not built; call it on data or build it first.")
+
+
+def _expected_inputs(model):
+    """The model's inputs as {key: shape} (dict-input models) or [(name, shape)], or None."""
+    if model is None:
+        return None
+    try:
+        specs = list(model.inputs)
+    except (AttributeError, ValueError, TypeError):
+        specs = None
+    if specs:
+        struct = getattr(model, "_inputs_struct", None)
+        if isinstance(struct, dict):
+            return {key: tuple(struct[key].shape) for key in struct}
+        return [(spec.name, tuple(spec.shape)) for spec in specs]
+    # A subclassed model built with `build(shape)` records that one shape.
+    shapes = getattr(model, "_build_shapes_dict", None) or {}
+    if len(shapes) == 1:
+        shape = next(iter(shapes.values()))
+        if isinstance(shape, (tuple, list)) and shape and all(
+                d is None or isinstance(d, int) for d in shape):
+            return [(None, tuple(shape))]
+    return None
+
+
+def _expected_shapes(inputs, expected):
+    """The expected shape of each flattened leaf of `inputs` (None: unknown)."""
+    if expected is None:
+        return None
+    if isinstance(inputs, dict):
+        by_key = expected if isinstance(expected, dict) else {
+            name: shape for name, shape in expected if name is not None}
+        if not by_key:
+            return None
+        if sorted(inputs) != sorted(by_key):
+            raise ValueError(f"`x` has keys {sorted(inputs)} but the model's inputs are "
+                             f"{sorted(by_key)}.")
+        return [by_key[key] for key in sorted(inputs)]
+    if isinstance(expected, dict):
+        raise ValueError(f"The model takes a dict of inputs with keys {sorted(expected)}, got "
+                         f"{type(inputs).__name__}.")
+    return [shape for _, shape in expected]
+
+
+def _as_leaf(leaf, label):
+    if isinstance(leaf, tf.Tensor):
+        dtype = leaf.dtype
+        if not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+            raise ValueError(f"{label} must hold numbers, got a tensor of dtype {dtype.name}.")
+        if len(leaf.shape) == 0:
+            raise ValueError(f"{label} needs a batch axis; got a scalar tensor.")
+        if dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(leaf))):
+            row = int(tf.where(~tf.math.is_finite(leaf))[0][0])
+            raise ValueError(f"{label} contains NaN or infinite values (first in example {row}).")
+        return leaf
+    if leaf is None:
+        raise ValueError(f"{label} is None; pass an array of examples.")
+    if not isinstance(leaf, np.ndarray):
+        try:
+            leaf = np.asarray(leaf)
+        except ValueError:
+            raise ValueError(f"{label} is ragged: its rows do not all have the same "
+                             "length.") from None
+    if leaf.dtype.kind not in "biuf":
+        raise ValueError(f"{label} must hold numbers, got dtype {leaf.dtype} (strings, "
+                         "None or ragged rows in the data?).")
+    if leaf.ndim == 0:
+        raise ValueError(f"{label} needs a batch axis; got a scalar {leaf.item()!r}.")
+    if leaf.dtype.kind == "f":
+        finite = np.isfinite(leaf)
+        if not finite.all():
+            row = int(np.argwhere(~finite)[0][0])
+            raise ValueError(f"{label} contains NaN or infinite values (first in example "
+                             f"{row}).")
+    return leaf
+
+
+def _check_shape(label, shape, expected):
+    shape = tuple(shape)
+    if len(shape) != len(expected):
+        raise ValueError(
+            f"{label} has shape {shape} (rank {len(shape)}) but the model expects inputs of "
+            f"shape {expected} (rank {len(expected)})."
+        )
+    for axis, (got, want) in enumerate(zip(shape[1:], expected[1:]), start=1):
+        if want is not None and got is not None and int(got) != want:
+            raise ValueError(
+                f"{label} has shape {shape} but the model expects inputs of shape "
+                f"{expected}: axis {axis} has size {got}, expected {want}."
+            )
+
+
+def as_arrays(inputs, model=None):
+    """The inputs as a nest of arrays/tensors, their flat leaves and their count N.
+
+    Every leaf must be numeric, finite and have a batch axis; given `model`,
+    the number of inputs and each input's rank and sizes must match the
+    model's inputs (errors say which input and axis). Bad inputs fail here,
+    before anything is traced, with a message naming the problem.
+    """
+    expected = _expected_inputs(model)
+    if isinstance(expected, list) and len(expected) == 1 and isinstance(inputs, (list, tuple)) \
+            and not any(isinstance(e, (np.ndarray, tf.Tensor)) for e in inputs):
+        # A nested list of numbers for a single-input model is one array.
+        inputs = _as_leaf(inputs, "`x`")
+    shapes = _expected_shapes(inputs, expected)
     leaves = tf.nest.flatten(inputs)
     if not leaves:
         raise ValueError("`x` is empty: no input arrays were given.")
-    converted = []
-    for leaf in leaves:
-        if not isinstance(leaf, (np.ndarray, tf.Tensor)):
-            leaf = np.asarray(leaf)
-        if len(leaf.shape) == 0:
-            raise ValueError(
-                f"Inputs need a batch axis; got a scalar {leaf!r}."
-            )
-        converted.append(leaf)
+    if len(leaves) == 1:
+        labels = ["`x`"]
+    elif isinstance(inputs, dict):
+        labels = [f"`x[{key!r}]`" for key in sorted(inputs)]
+    else:
+        labels = [f"input {i} of `x`" for i in range(len(leaves))]
+    converted = [_as_leaf(leaf, label) for leaf, label in zip(leaves, labels)]
     counts = {int(leaf.shape[0]) for leaf in converted}
     if len(counts) != 1:
         raise ValueError(
             f"All input arrays must have the same number of examples, got {sorted(counts)}."
         )
+    if shapes is not None:
+        if len(converted) != len(shapes):
+            raise ValueError(f"The model takes {len(shapes)} input array(s), got "
+                             f"{len(converted)} in `x`.")
+        for leaf, label, shape in zip(converted, labels, shapes):
+            _check_shape(label, leaf.shape, shape)
     count = counts.pop()
     if count == 0:
         raise ValueError("`x` has no examples (its first axis has length 0).")
@@ -97,7 +213,8 @@ class MonteCarloRunner:
     def _call_impl(self, inputs, draws, num_samples):
         def tile(x):
             x = tf.convert_to_tensor(x)
-            multiples = tf.concat([[num_samples], tf.ones([x.shape.rank - 1], tf.int32)], 0)
+            # tf.rank, not x.shape.rank: a relaxed retrace may leave the rank unknown.
+            multiples = tf.concat([[num_samples], tf.ones([tf.rank(x) - 1], tf.int32)], 0)
             return tf.tile(x, multiples)
 
         batch = tf.shape(tf.nest.flatten(inputs)[0])[0]
@@ -153,13 +270,12 @@ def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
     Returns:
         N.
     """
-    _check_positive_int("num_samples", num_samples)
-    _check_positive_int("batch_size", batch_size, allow_none=True)
-    _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
-    _check_positive_int("max_rows", max_rows)
-    x, leaves, count = as_arrays(x)
-    if not getattr(model, "built", True):
-        raise ValueError("The model is not built; call it on data or build it first.")
+    num_samples = _check_positive_int("num_samples", num_samples)
+    batch_size = _check_positive_int("batch_size", batch_size, allow_none=True)
+    samples_per_call = _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
+    max_rows = _check_positive_int("max_rows", max_rows)
+    check_model(model)
+    x, leaves, count = as_arrays(x, model)
     batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
     if samples_per_call is None:
         samples_per_call = max(1, max_rows // batch_size)

@@ -109,7 +109,11 @@ class RegressionPrediction:
                                     np.square(scale) * self.sample_variances)
 
     def _targets(self, y):
-        y = np.asarray(y, dtype=np.float64)
+        try:
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"`y` must be an array of numbers, got {type(y).__name__} that "
+                             "does not convert to float (strings, None or ragged rows?).") from None
         shape = self.mean.shape
         if y.shape != shape:
             if y.size == math.prod(shape) and y.ndim <= len(shape) + 1 and (
@@ -230,6 +234,8 @@ def regression(model, x, num_samples=100, output="mean_log_variance", noise_vari
         noise_variance = float(noise_variance)
         if not math.isfinite(noise_variance) or noise_variance <= 0:
             raise ValueError(f"`noise_variance` must be finite and > 0, got {noise_variance!r}.")
+    engine.check_model(model)
+    x, _, count = engine.as_arrays(x, model)
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
@@ -253,7 +259,6 @@ def regression(model, x, num_samples=100, output="mean_log_variance", noise_vari
         if log_vars is not None:
             store["vars"][t0:t1, n0:n1] = np.exp(log_vars.astype(np.float64))
 
-    _, _, count = engine.as_arrays(x)
     engine.run(model, x, num_samples, consume, batch_size=batch_size,
                samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile)
     variances = store["vars"] if noise_variance is None else noise_variance

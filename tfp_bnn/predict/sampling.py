@@ -37,7 +37,8 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
     >>> draws = tfp_bnn.predict.sample(model, x_test, num_samples=100)
     >>> draws.mean(axis=0)  # the Monte Carlo predictive mean
     """
-    _, _, count = engine.as_arrays(x)
+    engine.check_model(model)
+    x, _, count = engine.as_arrays(x, model)
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
