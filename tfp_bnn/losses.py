@@ -19,9 +19,23 @@ import tensorflow as tf
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def _at_least_float32(x):
+    """`x` as a float tensor of at least float32 precision (float64 is kept).
+
+    Log-densities are computed in float32 whatever the network computes in:
+    in float16, exp(-s/2) overflows from s < -22 and a squared residual from
+    |y - mean| > 256 (65504 is float16's largest number), and the NLL itself
+    loses all but three digits.
+    """
+    x = tf.convert_to_tensor(x)
+    if not x.dtype.is_floating or x.dtype.size < 4:
+        x = tf.cast(x, "float32")
+    return x
+
+
 def _split_mean_log_var(y_pred):
     """Splits the last axis [mean, log variance] and checks its size."""
-    y_pred = tf.convert_to_tensor(y_pred)
+    y_pred = _at_least_float32(y_pred)
     last = y_pred.shape[-1] if y_pred.shape.rank else None
     if y_pred.shape.rank == 0 or (last is not None and last != 2):
         raise ValueError(
@@ -41,14 +55,16 @@ def gaussian_nll(y_true, y_pred):
 
     The residual is scaled by exp(-s/2) before squaring: exp(-s) alone
     overflows float32 at s < -88, the scaled residual only when the loss
-    itself is beyond float32.
+    itself is beyond float32. Half-precision predictions (mixed precision)
+    are widened to float32 first.
 
     Args:
         y_true: targets of shape `batch_shape` or `batch_shape + (1,)`.
         y_pred: predictions of shape `batch_shape + (2,)`.
 
     Returns:
-        Tensor of shape `batch_shape`.
+        Tensor of shape `batch_shape`, float32 (float64 for float64
+        predictions).
     """
     mean, log_var = _split_mean_log_var(y_pred)
     y_true = tf.cast(y_true, mean.dtype)
@@ -98,9 +114,8 @@ class GaussianNLL(keras.losses.Loss):
 
 def _samples_and_targets(y, means, what):
     """Checks means of shape [T, n] and returns (y as [n], means)."""
-    means = tf.convert_to_tensor(means)
-    if not means.dtype.is_floating:
-        means = tf.cast(means, "float32")
+    # Scores in at least float32: float16 squares overflow past 256.
+    means = _at_least_float32(means)
     if means.shape.rank != 2:
         raise ValueError(
             f"`{what}` must have shape [T, n] (T Monte Carlo samples of n "
@@ -192,7 +207,13 @@ def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
     y, means = _samples_and_targets(y, means, "means")
     y_scale = _check_scale(y_scale)
     error = tf.reduce_mean(means, axis=0) - y
-    return tf.sqrt(tf.reduce_mean(tf.square(error))) * tf.constant(y_scale, means.dtype)
+    mse = tf.reduce_mean(tf.square(error))
+    # sqrt has an infinite derivative at 0, which times the zero gradient of
+    # the MSE gives NaN for a perfect fit; 0 is a valid subgradient there.
+    positive = mse > 0
+    rmse = tf.where(positive, tf.sqrt(tf.where(positive, mse, tf.ones_like(mse))),
+                    tf.zeros_like(mse))
+    return rmse * tf.constant(y_scale, means.dtype)
 
 
 def _output_size(width, mode):
@@ -214,7 +235,11 @@ class MomentGaussianNLL(keras.losses.Loss):
         0.5 * (D log 2 pi + log|Sigma| + (y - m)^T Sigma^-1 (y - m))
 
     per example, by Cholesky with a relative diagonal `jitter` in full mode
-    (`tfp_bnn.moments.gaussian_log_likelihood`, float64 inside).
+    (`tfp_bnn.moments.gaussian_log_likelihood`, float64 inside). Diagonal
+    mode works from the log variances (`tfp_bnn.moments.
+    diagonal_log_likelihood`, exp in float64): through a float32 variance
+    the gradient overflows from log variances of about -44 (unit residual),
+    from s directly only where the loss itself passes float32.
 
     Args:
         mode: "diagonal": `y_pred` = [means (D), log variances (D)];
@@ -244,9 +269,10 @@ class MomentGaussianNLL(keras.losses.Loss):
     def call(self, y_true, y_pred):
         # Imported here: tfp_bnn.moments is a heavier module than the losses.
         from tfp_bnn.moments import Moments  # noqa: PLC0415
+        from tfp_bnn.moments import diagonal_log_likelihood  # noqa: PLC0415
         from tfp_bnn.moments import gaussian_log_likelihood  # noqa: PLC0415
 
-        y_pred = tf.convert_to_tensor(y_pred)
+        y_pred = _at_least_float32(y_pred)
         width = y_pred.shape[-1]
         size = None if width is None else _output_size(width, self.mode)
         if size is None:
@@ -255,11 +281,13 @@ class MomentGaussianNLL(keras.losses.Loss):
             raise ValueError(f"MomentGaussianNLL(mode={self.mode!r}) needs a last axis of "
                              f"{layout}, got shape {tuple(y_pred.shape)}.")
         mean = y_pred[..., :size]
-        if self.mode == "diagonal":
-            pred = Moments(mean, tf.exp(y_pred[..., size:]), "diagonal")
-        else:
-            pred = Moments(mean, tf.reshape(y_pred[..., size:], [-1, size, size]), "full")
         y_true = tf.reshape(tf.cast(y_true, mean.dtype), [-1, size])
+        if self.mode == "diagonal":
+            # From s directly, exp(s) in float64: through a float32 variance
+            # the gradient overflows once exp(s) is small (s = -50).
+            return -diagonal_log_likelihood(y_true, mean, y_pred[..., size:],
+                                            jitter=self.jitter)
+        pred = Moments(mean, tf.reshape(y_pred[..., size:], [-1, size, size]), "full")
         return -gaussian_log_likelihood(y_true, pred, jitter=self.jitter)
 
     def get_config(self):

@@ -122,12 +122,19 @@ class TokenTransformerRegressor(keras.Model):
         self.head.build((input_shape[0], self.width))
         self.built = True
 
+    # Under mixed_float16 a Model's call reads its variables in float16; the
+    # token embedding, noise and moment path stay float32 (the outputs and
+    # the Gaussian likelihood are float32), so read them as such.
     def _tokens(self, inputs):
         values = tf.reshape(tf.cast(inputs, "float32"), [-1, self.num_tokens, 1])
-        return values * self.token_scale + self.token_shift
+        return (values * tf.cast(self.token_scale, "float32")
+                + tf.cast(self.token_shift, "float32"))
+
+    def _log_noise(self):
+        return tf.cast(self.log_noise, "float32")
 
     def _noise(self, batch):
-        return tf.fill([batch, self.horizon], self.log_noise)
+        return tf.fill([batch, self.horizon], self._log_noise())
 
     def call(self, inputs, training=None):
         tokens = self._tokens(inputs)
@@ -135,11 +142,12 @@ class TokenTransformerRegressor(keras.Model):
         if self.training_path == "mc":
             hidden = self.block(tokens, training=training)
             pooled = hidden[:, -1] if self.pooling == "last" else tf.reduce_mean(hidden, axis=1)
-            return tf.concat([self.head(pooled, training=training), self._noise(batch)], -1)
+            mean = tf.cast(self.head(pooled, training=training), "float32")
+            return tf.concat([mean, self._noise(batch)], -1)
         head = self.propagate(tokens)
         for layer in tfp_bnn.bayesian_layers(self):
             self.add_loss(layer.kl_penalty(batch))
-        noise = tf.exp(self.log_noise)
+        noise = tf.exp(self._log_noise())
         if self.mode == "diagonal":
             return tf.concat([head.mean, tf.math.log(head.variance() + noise)], axis=-1)
         cov = head.full_covariance() + noise * tf.eye(self.horizon)

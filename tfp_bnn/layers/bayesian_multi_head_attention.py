@@ -82,6 +82,10 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         A_h = softmax(Q_h K_h^T / sqrt(K) + mask) V_h,
         output = concat_h(A_h) @ W^O (+ b).
 
+    The scores and their softmax are computed in float32 whatever the
+    compute dtype (a float16 score overflows past 65504); the attention
+    probabilities return to the compute dtype.
+
     Each projection adds its own kl_weight * KL to the losses, and obeys
     mean mode, `KLScheduler` and `tfp_bnn.predict` like any variational
     layer (this layer has no random weight of its own).
@@ -223,9 +227,13 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         q = self._split_heads(self.query_dense(query, training=training), self.key_dim)
         k = self._split_heads(self.key_dense(key, training=training), self.key_dim)
         v = self._split_heads(self.value_dense(value, training=training), self.value_dim)
-        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.einsum("bshk,bthk->bhts", k, q)
-        probabilities = masked_softmax(scores, mask)
+        # Scores and softmax in float32 whatever the compute dtype: a float16
+        # score overflows to inf once |q . k| / sqrt(K) > 65504 (projections
+        # of a few hundred, e.g. under wide posteriors), and softmax(inf) is
+        # NaN. The probabilities are in [0, 1] and go back to compute dtype.
+        q = ops.cast(q, "float32") * (1.0 / math.sqrt(self.key_dim))
+        scores = ops.einsum("bshk,bthk->bhts", ops.cast(k, "float32"), q)
+        probabilities = ops.cast(masked_softmax(scores, mask), v.dtype)
         dropped = composite.dropout(probabilities, self.dropout, self.seed_generator, training)
         context = ops.einsum("bhts,bshd->bthd", dropped, v)
         shape = tf.shape(context)

@@ -69,9 +69,9 @@ class HeteroscedasticClassification(keras.layers.Layer):
         **projection_kwargs: passed to the projection (kernel_initializer,
             kl_weight, prior, ...), except `units`, `activation` and `seed`.
             `name`, `dtype` and `trainable` belong to the head (dtype is
-            shared). Under mixed precision give the head dtype="float32",
-            as Keras advises for output layers: exp(s / 2) overflows float16
-            from s ~ 22.
+            shared). Under mixed precision the projection computes in
+            float16 and the Monte Carlo average in float32 (exp(s / 2)
+            overflows float16 from s ~ 22).
 
     Call arguments:
         inputs: tensor of rank >= 2, last axis the features.
@@ -79,8 +79,9 @@ class HeteroscedasticClassification(keras.layers.Layer):
 
     Returns:
         Tensor of shape `inputs.shape[:-1] + (num_classes,)` of
-        log-probabilities, or `inputs.shape[:-1] + (2 * num_classes,)`
-        [f, log sigma^2] if `return_logit_moments`.
+        log-probabilities, float32 whatever the compute dtype, or
+        `inputs.shape[:-1] + (2 * num_classes,)` [f, log sigma^2] (compute
+        dtype) if `return_logit_moments`.
 
     Example:
     >>> model = keras.Sequential([keras.Input((8,)),
@@ -127,13 +128,18 @@ class HeteroscedasticClassification(keras.layers.Layer):
         moments = self.projection_layer(inputs, training=training)
         if self.return_logit_moments:
             return moments
+        # The Monte Carlo log-mean-exp runs in float32 whatever the compute
+        # dtype: in float16 exp(s / 2) overflows from s ~ 22 (inf logits, NaN
+        # log-probabilities), logits of 1e3 keep no fractional digit, and the
+        # output is a log-density, which mixed precision keeps in float32.
+        moments = ops.cast(moments, "float32")
         mean = moments[..., : self.num_classes]
         log_var = moments[..., self.num_classes:]
         # (T,) + batch shape + (classes,): independent draws per example.
         # tfp_bnn.noise names its algorithm: keras.random's default runs ~11x
         # slower under XLA on CPU (see tfp_bnn/noise.py).
         shape = tf.concat([[self.num_samples], tf.shape(mean)], axis=0)
-        eps = noise.normal(shape, self.compute_dtype, noise.next_seed(self.seed_generator))
+        eps = noise.normal(shape, "float32", noise.next_seed(self.seed_generator))
         logits = mean + ops.exp(0.5 * log_var) * eps
         log_probs = ops.log_softmax(logits, axis=-1)
         return ops.logsumexp(log_probs, axis=0) - math.log(self.num_samples)

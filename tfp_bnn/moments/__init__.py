@@ -95,6 +95,7 @@ from tfp_bnn.moments.gaussian import MODES
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import check_mode
 from tfp_bnn.moments.layer_norm import layer_norm
+from tfp_bnn.moments.likelihood import diagonal_log_likelihood
 from tfp_bnn.moments.likelihood import gaussian_kl_to_normal
 from tfp_bnn.moments.likelihood import gaussian_log_likelihood
 from tfp_bnn.moments.linear import dense
@@ -119,6 +120,7 @@ __all__ = [
     "check_full_covariance",
     "check_mode",
     "dense",
+    "diagonal_log_likelihood",
     "full_covariance_bytes",
     "full_covariance_sizes",
     "gaussian_kl_to_normal",

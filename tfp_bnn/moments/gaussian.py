@@ -27,6 +27,20 @@ import tensorflow as tf
 MODES = ("diagonal", "full")
 
 
+def to_float32(x):
+    """`x` as a float32 tensor; a floating tensor of another precision is cast.
+
+    The moment algebra runs in float32 whatever the caller computes in: a
+    float16 activation (mixed precision) is widened, since its variances
+    underflow float16 below 6e-8 and the covariance products overflow it
+    past 65504; float64 is narrowed. (`tf.convert_to_tensor(x, tf.float32)`
+    refuses a tensor of another dtype.)
+    """
+    if tf.is_tensor(x) and x.dtype.is_floating and x.dtype != tf.float32:
+        return tf.cast(x, tf.float32)
+    return tf.convert_to_tensor(x, tf.float32)
+
+
 def check_mode(mode, name="mode"):
     """Returns `mode` if it is one of `MODES`, else raises a ValueError."""
     if not isinstance(mode, str) or mode not in MODES:
@@ -74,7 +88,7 @@ class Moments(_MomentsFields):
     @classmethod
     def deterministic(cls, x, mode="diagonal"):
         """A constant `x` (no covariance) in the given `mode`."""
-        return cls(tf.convert_to_tensor(x, tf.float32), None, check_mode(mode))
+        return cls(to_float32(x), None, check_mode(mode))
 
     @property
     def is_deterministic(self):
@@ -140,7 +154,7 @@ def as_moments(x, name, mode=None, ranks=(2, 3), default_mode=None):
         x = Moments.deterministic(x, mode or default_mode or "diagonal")
     if mode is not None and x.mode != mode:
         raise ValueError(f"`{name}` has mode {x.mode!r} but mode {mode!r} is required.")
-    mean = tf.convert_to_tensor(x.mean, tf.float32)
+    mean = to_float32(x.mean)
     if mean.shape.rank not in ranks:
         raise ValueError(
             f"`{name}` must have a mean of rank {' or '.join(map(str, ranks))}, "
@@ -150,7 +164,7 @@ def as_moments(x, name, mode=None, ranks=(2, 3), default_mode=None):
         raise ValueError(f"`{name}` needs static non-batch dimensions, got {mean.shape}.")
     cov = x.cov
     if cov is not None:
-        cov = tf.convert_to_tensor(cov, tf.float32)
+        cov = to_float32(cov)
         n = int(np.prod(mean.shape[1:]))
         expected = mean.shape if x.mode == "diagonal" else tf.TensorShape([mean.shape[0], n, n])
         if not cov.shape.is_compatible_with(expected):

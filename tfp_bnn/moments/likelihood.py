@@ -28,10 +28,12 @@ sigma_p = 1.
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import to_float32
 
 
 def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
@@ -63,7 +65,7 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
             no noise (the density does not exist).
     """
     pred = as_moments(pred, "pred")
-    y = tf.convert_to_tensor(y, tf.float32)
+    y = to_float32(y)
     if not y.shape.is_compatible_with(pred.mean.shape):
         raise ValueError(f"`y` of shape {y.shape} does not match the prediction {pred.mean.shape}.")
     if not isinstance(jitter, (int, float)) or jitter < 0:
@@ -76,24 +78,69 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
     n = pred.event_size
     f64 = tf.float64
     residual = tf.reshape(tf.cast(y - pred.mean, f64), [-1, n])
-    noise = tf.broadcast_to(tf.convert_to_tensor(noise_variance, tf.float32), tf.shape(pred.mean))
+    noise = tf.broadcast_to(to_float32(noise_variance), tf.shape(pred.mean))
     noise = tf.reshape(tf.cast(noise, f64), [-1, n])
-    const = n * math.log(2.0 * math.pi)
 
     if pred.mode == "diagonal":
         var = tf.reshape(tf.cast(pred.variance(), f64), [-1, n]) + noise
-        var = var + jitter * tf.reduce_max(var, axis=-1, keepdims=True)
-        quad = tf.reduce_sum(tf.square(residual) / var, axis=-1)
-        logdet = tf.reduce_sum(tf.math.log(var), axis=-1)
-    else:
-        cov = tf.cast(pred.full_covariance(), f64)
-        diag = tf.linalg.diag_part(cov) + noise
-        diag = diag + jitter * tf.reduce_max(diag, axis=-1, keepdims=True)
-        chol = tf.linalg.cholesky(tf.linalg.set_diag(cov, diag))
-        white = tf.linalg.triangular_solve(chol, residual[..., None], lower=True)
-        quad = tf.reduce_sum(tf.square(white[..., 0]), axis=-1)
-        logdet = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)), axis=-1)
+        return tf.cast(_diagonal_log_density(residual, var, jitter), tf.float32)
+    cov = tf.cast(pred.full_covariance(), f64)
+    diag = tf.linalg.diag_part(cov) + noise
+    diag = diag + jitter * tf.reduce_max(diag, axis=-1, keepdims=True)
+    chol = tf.linalg.cholesky(tf.linalg.set_diag(cov, diag))
+    white = tf.linalg.triangular_solve(chol, residual[..., None], lower=True)
+    quad = tf.reduce_sum(tf.square(white[..., 0]), axis=-1)
+    logdet = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)), axis=-1)
+    const = n * math.log(2.0 * math.pi)
     return tf.cast(-0.5 * (const + logdet + quad), tf.float32)
+
+
+def _diagonal_log_density(residual, var, jitter):
+    """log N(residual; 0, diag(var)) per row of float64 [B, n] tensors, relative jitter."""
+    var = var + jitter * tf.reduce_max(var, axis=-1, keepdims=True)
+    quad = tf.reduce_sum(tf.square(residual) / var, axis=-1)
+    logdet = tf.reduce_sum(tf.math.log(var), axis=-1)
+    const = residual.shape[-1] * math.log(2.0 * math.pi)
+    return -0.5 * (const + logdet + quad)
+
+
+def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
+    """Per-example log N(y; mean, diag(exp(log_variance))), from log variances.
+
+    The diagonal case of `gaussian_log_likelihood` (same value, same
+    relative `jitter`) for a prediction given as s = log sigma^2, as
+    `tfp_bnn.losses.MomentGaussianNLL(mode="diagonal")` receives it. exp(s)
+    is taken in float64 and the gradient reaches s without passing through
+    a float32 variance: d/dv = 0.5 (r^2 / v^2 - 1 / v) overflows float32 as
+    soon as v is small (1.3e43 at v = exp(-50), r = 1, so inf, and inf * v
+    for d/ds), while d/ds = 0.5 (1 - r^2 / v) is 2.6e21 there.
+
+    Args:
+        y, mean, log_variance: tensors of one shape [B, ...] (any float
+            dtype; computed in float64).
+        jitter: relative diagonal jitter (>= 0).
+
+    Returns:
+        float32 tensor [B] of log-likelihoods (sum over the entries of an
+        example).
+
+    Raises:
+        ValueError: naming `y` or `log_variance` if its shape differs from
+            `mean`'s, or `jitter` if negative.
+    """
+    if not isinstance(jitter, (int, float)) or jitter < 0:
+        raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}.")
+    f64 = tf.float64
+    mean = tf.cast(mean, f64)
+    for name, value in (("y", y), ("log_variance", log_variance)):
+        shape = tf.TensorShape(getattr(value, "shape", None))
+        if not shape.is_compatible_with(mean.shape):
+            raise ValueError(f"`{name}` of shape {shape} does not match `mean` of shape "
+                             f"{mean.shape}.")
+    n = int(np.prod(mean.shape[1:]))
+    residual = tf.reshape(tf.cast(y, f64) - mean, [-1, n])
+    var = tf.exp(tf.reshape(tf.cast(log_variance, f64), [-1, n]))
+    return tf.cast(_diagonal_log_density(residual, var, jitter), tf.float32)
 
 
 def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
@@ -111,12 +158,12 @@ def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
         ValueError: naming `var` for a shape mismatch or `prior_scale` if
             it is not positive.
     """
-    loc = tf.convert_to_tensor(loc, tf.float32)
-    var = tf.convert_to_tensor(var, tf.float32)
+    loc = to_float32(loc)
+    var = to_float32(var)
     if not var.shape.is_compatible_with(loc.shape):
         raise ValueError(f"`var` of shape {var.shape} does not match `loc` of shape {loc.shape}.")
     if isinstance(prior_scale, (int, float)) and prior_scale <= 0:
         raise ValueError(f"`prior_scale` must be > 0, got {prior_scale!r}.")
-    prior_var = tf.square(tf.convert_to_tensor(prior_scale, tf.float32))
+    prior_var = tf.square(to_float32(prior_scale))
     ratio = var / prior_var
     return 0.5 * tf.reduce_sum(ratio + tf.square(loc) / prior_var - 1.0 - tf.math.log(ratio))

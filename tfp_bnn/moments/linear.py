@@ -28,6 +28,7 @@ import tensorflow as tf
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
 from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import to_float32
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
 
@@ -35,7 +36,7 @@ from tfp_bnn.moments.gaussian import unflatten_cov
 def _vector_or_none(value, name, size):
     if value is None:
         return None
-    value = tf.convert_to_tensor(value, tf.float32)
+    value = to_float32(value)
     if value.shape != (size,):
         raise ValueError(f"`{name}` must have shape ({size},), got {value.shape}.")
     return value
@@ -54,14 +55,14 @@ def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, n
     Returns:
         The four values as float32 tensors (or None).
     """
-    kernel_loc = tf.convert_to_tensor(kernel_loc, tf.float32)
+    kernel_loc = to_float32(kernel_loc)
     if kernel_loc.shape.rank != 2 or kernel_loc.shape[0] != input_size:
         raise ValueError(
             f"{name}`kernel_loc` must have shape ({input_size}, units) to match the "
             f"input width {input_size}, got {kernel_loc.shape}."
         )
     if kernel_var is not None:
-        kernel_var = tf.convert_to_tensor(kernel_var, tf.float32)
+        kernel_var = to_float32(kernel_var)
         if kernel_var.shape != kernel_loc.shape:
             raise ValueError(
                 f"{name}`kernel_var` must have the shape of `kernel_loc` "

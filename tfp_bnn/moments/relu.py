@@ -48,15 +48,31 @@ def check_method(method, name="method"):
     return method
 
 
+# Beyond |m / s| = 20 the float32 formulas below already return their limits
+# exactly (Phi(-20) ~ 3e-89 and phi(20) ~ 5e-88 underflow float32), so such a
+# unit is relu(m) with Var = v 1[m > 0] and slope 1[m > 0], and takes that
+# branch: computing alpha = m / s there costs the gradient d alpha / d s =
+# -m / s^2, which overflows to inf (NaN once multiplied by a zero) when s is
+# tiny, e.g. v ~ 1e-37 after a posterior scale softplus(rho) with rho ~ -43.
+_SATURATED_ALPHA = 20.0
+
+
 def rectified_gaussian(mean, variance):
     """Mean, variance and Phi(m / s) of relu(x), x ~ N(mean, variance), elementwise.
 
     Safe at variance 0 (returns relu(mean), 0 and 1[mean > 0]) and for
-    |mean / s| up to the float32 range.
+    |mean / s| up to the float32 range, values and gradients: a unit with
+    |mean / s| > 20 gets the limits relu(mean), variance * 1[mean > 0] and
+    1[mean > 0], which the formulas reach exactly in float32 there.
     """
     random = variance > 0
-    s = tf.sqrt(tf.where(random, variance, tf.ones_like(variance)))
-    alpha = mean / s
+    # Decided without forming alpha: m^2 > 400 v <=> |alpha| > 20.
+    saturated = tf.square(mean) > (_SATURATED_ALPHA * _SATURATED_ALPHA) * variance
+    smooth = tf.logical_and(random, tf.logical_not(saturated))
+    # Both branches of every tf.where below see finite inputs (s = 1 where
+    # the unit is not smooth), so neither sends inf or NaN into the gradient.
+    s = tf.sqrt(tf.where(smooth, variance, tf.ones_like(variance)))
+    alpha = tf.where(smooth, mean, tf.zeros_like(mean)) / s
     # One erfc: the smaller tail Phi(-|alpha|) directly, the larger one as
     # 1 - tail (>= 1/2, no cancellation); upper = Phi(-alpha), not 1 - cdf.
     tail = 0.5 * tf.math.erfc(tf.abs(alpha) / math.sqrt(2.0))
@@ -68,9 +84,12 @@ def rectified_gaussian(mean, variance):
     gap = pdf - alpha * upper  # t - alpha
     # Rounding can leave a hair below the Stein bound Phi^2 (and below 0).
     var_ratio = tf.maximum(cdf - t * gap, tf.square(cdf))
-    out_mean = tf.where(random, s * t, tf.nn.relu(mean))
-    out_var = tf.where(random, variance * var_ratio, tf.zeros_like(variance))
-    slope = tf.where(random, cdf, tf.cast(mean > 0, mean.dtype))
+    step = tf.cast(mean > 0, mean.dtype)
+    out_mean = tf.where(smooth, s * t, tf.nn.relu(mean))
+    # variance * step: the |alpha| -> inf limit of variance * var_ratio.
+    limit_var = tf.where(random, variance * step, tf.zeros_like(variance))
+    out_var = tf.where(smooth, variance * var_ratio, limit_var)
+    slope = tf.where(smooth, cdf, step)
     return out_mean, out_var, slope
 
 

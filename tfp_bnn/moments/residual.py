@@ -65,6 +65,7 @@ from tfp_bnn.moments.gaussian import add_covariances
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import as_moments_pair
 from tfp_bnn.moments.gaussian import flatten_cov
+from tfp_bnn.moments.gaussian import to_float32
 from tfp_bnn.moments.gaussian import unflatten_cov
 from tfp_bnn.moments.softmax import masked_softmax
 
@@ -114,7 +115,7 @@ def add(x: Moments, y: Moments, cross=None) -> Moments:
     mean = x.mean + y.mean
     cov = add_covariances(x.cov, y.cov)
     if cross is not None:
-        cross = tf.convert_to_tensor(cross, tf.float32)
+        cross = to_float32(cross)
         expected = (x.mean.shape if x.mode == "diagonal"
                     else tf.TensorShape([x.mean.shape[0], x.event_size, x.event_size]))
         if not cross.shape.is_compatible_with(expected):
@@ -149,7 +150,7 @@ def feed_forward_cross_covariance(z: Moments, slope, kernel1_loc, kernel2_loc):
         return None
     width = z.mean.shape[-1]
     tokens = z.mean.shape[1] if z.mean.shape.rank == 3 else 1
-    slope = tf.reshape(tf.convert_to_tensor(slope, tf.float32), [-1, tokens, kernel1_loc.shape[1]])
+    slope = tf.reshape(to_float32(slope), [-1, tokens, kernel1_loc.shape[1]])
     if z.mode == "diagonal":
         paired = tf.transpose(kernel1_loc) * kernel2_loc  # [F, I]: M1[i, k] M2[k, i]
         gain = tf.einsum("bjk,ki->bji", slope, paired)

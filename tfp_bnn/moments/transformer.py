@@ -37,6 +37,7 @@ from tfp_bnn.moments.attention import multi_head_attention
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import check_mode
+from tfp_bnn.moments.gaussian import to_float32
 from tfp_bnn.moments.layer_norm import check_method as check_norm_method
 from tfp_bnn.moments.layer_norm import diagonal_layer_norm
 from tfp_bnn.moments.layer_norm import layer_norm
@@ -103,7 +104,7 @@ def _check_params(params, width, num_heads, key_dim, value_dim):
         for index, part in enumerate(("gamma_loc", "gamma_var", "beta_loc", "beta_var")):
             value = params[key][index]
             if value is not None:
-                value = tf.convert_to_tensor(value, tf.float32)
+                value = to_float32(value)
                 if value.shape != (width,):
                     raise ValueError(
                         f"`params['{key}']` {part} must have shape ({width},), "
