@@ -20,8 +20,8 @@ What Keras 3 (3.15, TensorFlow backend) does under
   logs with `strategy.reduce`, which MultiWorkerMirroredStrategy supports
   for neither (keras-team/keras#20585). The strategy built here fixes
   `reduce`; see `_KerasMultiWorkerMirroredStrategy`.
-- `keras.callbacks.BackupAndRestore` works when every worker backs up into
-  its own directory (each writes the same weights; two writers of one file
+- `keras.callbacks.BackupAndRestore` (and `backup_callback`'s subclass)
+  works when every worker backs up into its own directory (each writes the same weights; two writers of one file
   would race). A restarted run resumes from the saved epoch.
 - The KL terms added with `add_loss` count once: Keras divides them by the
   number of replicas and the gradients are summed over replicas.
@@ -43,8 +43,9 @@ import json
 import os
 import shutil
 
-import keras
 import tensorflow as tf
+
+from tfp_bnn.callbacks import AtomicBackupAndRestore
 
 STRATEGIES = ("default", "mirrored", "multiworker")
 # Job names MultiWorkerMirroredStrategy trains with ("ps" is another
@@ -280,27 +281,33 @@ def worker_directory(out, strategy):
     return directory
 
 
-def backup_callback(out, strategy):
-    """A `keras.callbacks.BackupAndRestore` into this worker's `<dir>/.backup`.
+def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True):
+    """A checkpoint callback into this worker's `<dir>/.backup`.
 
-    Keras' callback saves the weights, optimizer state and epoch at every
-    epoch end and deletes them when `fit` completes; a `fit` started again
-    after a crash resumes at the saved epoch. Under MultiWorkerMirroredStrategy
-    every worker saves and restores its own copy, in its `worker_directory`,
-    so no two processes write one file (the copies are equal: the weights
-    are synchronised). Restart all workers together; a worker killed between
-    the others' saves would resume one epoch apart from them. The resumed run
-    does not repeat the interrupted run's data order and noise draws.
+    A `tfp_bnn.callbacks.AtomicBackupAndRestore` (Keras' BackupAndRestore
+    with checkpoints a kill cannot corrupt): it saves the weights, optimizer
+    and noise-generator state, the epoch and the logs so far at every epoch
+    end; a `fit` started again after a crash resumes at the saved epoch.
+    Under MultiWorkerMirroredStrategy every worker saves and restores its own
+    copy, in its `worker_directory`, so no two processes write one file (the
+    copies are equal: the weights are synchronised). Restart all workers
+    together; a worker killed between the others' saves would resume one
+    epoch apart from them. With `tfp_bnn.data.shuffled_epochs` as the data,
+    the resumed run repeats the uninterrupted run's batches and noise.
 
     Args:
         out: the run directory (or this worker's directory).
         strategy: the strategy `fit` runs under.
+        fingerprint: JSON-able run description; a checkpoint of another run
+            is refused (see AtomicBackupAndRestore).
+        delete_checkpoint: delete it when `fit` completes.
 
     Example:
     >>> model.fit(x, y, epochs=100, callbacks=[backup_callback(out, strategy)])
     """
-    return keras.callbacks.BackupAndRestore(
-        os.path.join(worker_directory(out, strategy), BACKUP))
+    return AtomicBackupAndRestore(os.path.join(worker_directory(out, strategy), BACKUP),
+                                  fingerprint=fingerprint,
+                                  delete_checkpoint=delete_checkpoint)
 
 
 def finish(out, directory, strategy):

@@ -14,12 +14,18 @@ A run directory holds, when the run finished:
 Everything is written into a staging directory first and moved in at the
 end, `results.json` last, so a directory with results.json is complete and
 an interrupted run leaves no half-written file among them. Checkpoints
-(`.backup/`) let an interrupted run resume where it stopped when started
-again with the same arguments.
+(`.backup/`, written at every epoch end) let an interrupted run resume when
+started again with the same arguments; it then finishes with the history,
+weights and metrics of an uninterrupted run (the data order is a function
+of seed and epoch, and the checkpoint holds the noise generators' state).
+Arguments, data and model are all checked before anything is written.
+
+If the loss turns non-finite, training stops in that batch and the run
+directory keeps the last good state: `last_good.keras` (the model at the
+end of the last finite epoch) and the checkpoint; no results are written.
 """
 
 import json
-import math
 import os
 import platform
 import shutil
@@ -30,7 +36,11 @@ import numpy as np
 
 import tfp_bnn
 from tfp_bnn import metrics
+from tfp_bnn.callbacks import DivergenceGuard
 from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn.callbacks import TrainingDiverged
+from tfp_bnn.data import shuffled_epochs
+from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.modes import kl_layers
 from zoo import datasets
 from zoo import distribute
@@ -48,14 +58,64 @@ MAX_EPOCHS = 400
 ARTIFACTS = ("config.json", "history.json", "training.png", "predictions.png",
              "reliability.png", "model.keras", "saved_model")
 STAGING = ".staging"
+LAST_GOOD = "last_good.keras"  # written when training diverges
+
+
+def set_threads(threads, strict=True):
+    """Runs TensorFlow ops on `threads` CPU threads (0: TensorFlow's default).
+
+    With one thread a run is bit-for-bit reproducible on CPU: the same seed
+    gives the same history, weights and metrics. With several, TensorFlow
+    schedules ops and their shards over a thread pool, and sums can come out
+    in another order: runs then differ in the last bits of float32, which
+    training amplifies a little (measured on bbb_mlp/concrete, 20 epochs:
+    two runs out of four differed, by ~1e-7 in the loss). The zoo's models
+    are small, so one thread costs little (bbb_mlp 15 epochs 7 s with all
+    threads against 10.6 s with one, flipout_lenet 25.6 s against 23.9 s;
+    2 cores). Takes effect only before TensorFlow's first op.
+
+    Args:
+        threads: int >= 0.
+        strict: if TensorFlow has started already with other settings,
+            raise ValueError (True) or keep them and return False.
+
+    Returns:
+        True if TensorFlow now uses `threads` threads.
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"`threads` must be an int >= 0, got {threads!r}.")
+    config = tf.config.threading
+    if (config.get_intra_op_parallelism_threads(),
+            config.get_inter_op_parallelism_threads()) == (threads, threads):
+        return True
+    try:
+        config.set_intra_op_parallelism_threads(threads)
+        config.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        if not strict:
+            return False
+        raise ValueError(f"Cannot switch TensorFlow to {threads} thread(s): it has started "
+                         "already. Call set_threads first (in a notebook: restart the "
+                         "kernel).") from None
+    return True
+
+
+def _threads():
+    import tensorflow as tf  # noqa: PLC0415
+
+    config = tf.config.threading
+    return {"intra_op": config.get_intra_op_parallelism_threads(),
+            "inter_op": config.get_inter_op_parallelism_threads()}
 
 
 def default_epochs(task: datasets.Task, batch_size: int = BATCH_SIZE) -> int:
     """Epochs when --epochs is not given: 30 for classification, ~6000 steps otherwise."""
     if task.task == "classification":
         return CLASSIFICATION_EPOCHS
-    steps_per_epoch = math.ceil(len(task.x_train) / batch_size)
-    return int(min(MAX_EPOCHS, max(MIN_EPOCHS, round(TARGET_STEPS / steps_per_epoch))))
+    steps = steps_per_epoch(len(task.x_train), batch_size)
+    return int(min(MAX_EPOCHS, max(MIN_EPOCHS, round(TARGET_STEPS / steps))))
 
 
 def _check_out(out):
@@ -67,8 +127,8 @@ def _check_out(out):
         if os.path.exists(os.path.join(out, "results.json")):
             raise ValueError(f"--out {out!r} already holds a finished run (results.json); "
                              "choose another directory or delete it.")
-        foreign = sorted(set(os.listdir(out)) - {STAGING, distribute.BACKUP, distribute.WORKERS}
-                         - set(ARTIFACTS))
+        foreign = sorted(set(os.listdir(out)) - {STAGING, distribute.BACKUP, distribute.WORKERS,
+                                                 LAST_GOOD} - set(ARTIFACTS))
         if foreign:
             raise ValueError(f"--out {out!r} is not empty and not a zoo run directory "
                              f"(found {foreign[:3]}); choose an empty or new directory.")
@@ -93,13 +153,6 @@ def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return value
-
-
-def _callbacks(model, num_train, out, strategy):
-    callbacks = [distribute.backup_callback(out, strategy)]
-    if kl_layers(model):
-        callbacks.insert(0, KLScheduler(num_examples=num_train))
-    return callbacks
 
 
 def sampling_free(model) -> bool:
@@ -154,10 +207,99 @@ def _export(model, directory, task):
                                      task=task.task, input_signature=signature)
 
 
+def _fingerprint(config):
+    """What a checkpoint must match to be resumed: everything that shapes training."""
+    return {k: v for k, v in config.items() if k not in ("num_samples", "description")}
+
+
+def _make_staging(out, strategy_object):
+    """Creates `out`, this worker's directory and its `.staging`; returns (workdir, staging).
+
+    A directory that cannot be written is a ValueError that says so.
+    """
+    try:
+        workdir = distribute.worker_directory(out, strategy_object)
+        staging = os.path.join(workdir, STAGING)
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        probe = os.path.join(staging, ".write-test")
+        with open(probe, "w", encoding="utf-8") as stream:
+            stream.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        raise ValueError(f"--out {out!r} cannot be written: {error.strerror or error} "
+                         f"({error.filename or out}).") from None
+    return workdir, staging
+
+
+def _remove_if_empty(path):
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _fit(model, task, config, workdir, strategy_object):
+    """Fits with checkpoints, the divergence guard and a resumable data order.
+
+    Returns the logs of all epochs (those before a resume come from the
+    checkpoint).
+    """
+    epochs, batch_size, seed = config["epochs"], config["batch_size"], config["seed"]
+    num_train = len(task.x_train)
+    backup = distribute.backup_callback(workdir, strategy_object,
+                                        fingerprint=_fingerprint(config),
+                                        delete_checkpoint=False)
+    first = backup.restored_epoch()
+    if first >= epochs:  # killed after training, before the results were written
+        backup.restore(model)
+        return backup.merged_history({})
+    if first:
+        print(f"resuming from the checkpoint after epoch {first}", flush=True)
+    data = shuffled_epochs(task.x_train, task.y_train, batch_size, seed, epochs, first)
+    if config["strategy"] == "multiworker":
+        data = distribute.with_data_sharding(data)
+    callbacks = [DivergenceGuard(), backup]  # the guard first: no NaN weights in a save
+    if kl_layers(model):
+        callbacks.insert(0, KLScheduler(num_examples=num_train))
+    history = model.fit(data, epochs=epochs, initial_epoch=first,
+                        steps_per_epoch=steps_per_epoch(num_train, batch_size),
+                        shuffle=False, verbose=config["verbose"], callbacks=callbacks)
+    return backup.merged_history(history.history)
+
+
+def _keep_last_good(model, error, out, workdir, staging, chief):
+    """After divergence: the last good model in out/last_good.keras; a message saying so."""
+    kept = []
+    if chief and error.last_good_epoch is not None:
+        model.save(os.path.join(staging, LAST_GOOD))
+        os.replace(os.path.join(staging, LAST_GOOD), os.path.join(out, LAST_GOOD))
+        epochs = error.last_good_epoch
+        kept.append(f"the model after {epochs} epoch{'' if epochs == 1 else 's'} in "
+                    f"{os.path.join(out, LAST_GOOD)}")
+    backup = os.path.join(workdir, distribute.BACKUP)
+    if os.path.exists(backup):
+        kept.append(f"the checkpoint in {backup}")
+    shutil.rmtree(staging, ignore_errors=True)
+    kept = " and ".join(kept) if kept else "no model"
+    return TrainingDiverged(
+        f"{error.summary} Kept {kept}; no results were written. Try a smaller learning rate "
+        "(--set learning_rate=...) with a new --out.", error.epoch, error.batch, error.what,
+        error.value, error.last_good_epoch, error.summary)
+
+
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        strategy="default", batch_size=BATCH_SIZE, num_samples=NUM_SAMPLES,
                        verbose=1, overrides=None):
     """Trains `model_name` on `dataset`, scores it and writes the run directory.
+
+    Every argument, the data and the model are checked before anything is
+    written; a bad one raises ValueError and leaves nothing on disk. Training
+    resumes from `out/.backup` when an earlier run with the same arguments
+    was interrupted, and then ends with the same weights, history and
+    metrics as an uninterrupted run. A non-finite loss raises
+    `tfp_bnn.callbacks.TrainingDiverged` (a FloatingPointError) and keeps
+    the last good model in `out/last_good.keras` and the checkpoint.
 
     Args:
         model_name: a name from `zoo.list_models()`.
@@ -177,6 +319,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     for name, value in (("batch_size", batch_size), ("num_samples", num_samples)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError(f"`overrides` must be a dict, got {type(overrides).__name__}.")
     out = _check_out(out)
     # The strategy first: a multi-worker one must exist before other TF work.
     strategy_object = distribute.strategy_for(strategy)
@@ -188,45 +334,46 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     epochs = default_epochs(task, batch_size) if epochs is None else epochs
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0:
         raise ValueError(f"`epochs` must be a positive int, got {epochs!r}.")
-    chief = distribute.is_chief(strategy_object)
-    workdir = distribute.worker_directory(out, strategy_object)
-    staging = os.path.join(workdir, STAGING)
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
     config = {"model": model_name, "dataset": str(dataset), "split": split, "seed": seed,
               "epochs": epochs, "batch_size": batch_size, "num_samples": num_samples,
               "strategy": strategy, "overrides": _jsonable(overrides or {}),
               "task": task.task, "input_shape": list(task.input_shape),
               "num_classes": task.num_classes, "description": task.description}
-    print(f"{model_name} on {task.description}; {epochs} epochs, batch {batch_size}, "
-          f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
-          "replica(s))", flush=True)
     keras.utils.set_random_seed(seed)
     num_train = len(task.x_train)
-    steps = epochs * math.ceil(num_train / batch_size)
+    steps = epochs * steps_per_epoch(num_train, batch_size)
     with strategy_object.scope():
         model = registry.build_model(model_name, task.input_shape, task=task.task,
                                      num_classes=task.num_classes, num_train=num_train,
                                      seed=seed, decay_steps=steps, **(overrides or {}))
-    history = model.fit(task.x_train, task.y_train, epochs=epochs, batch_size=batch_size,
-                        verbose=verbose, shuffle=True,
-                        callbacks=_callbacks(model, num_train, workdir, strategy_object))
+    # Only now, with everything checked, does anything go to disk.
+    created = not os.path.exists(out)
+    chief = distribute.is_chief(strategy_object)
+    workdir, staging = _make_staging(out, strategy_object)
+    print(f"{model_name} on {task.description}; {epochs} epochs, batch {batch_size}, "
+          f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
+          "replica(s))", flush=True)
+    try:
+        logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
+    except TrainingDiverged as error:
+        raise _keep_last_good(model, error, out, workdir, staging, chief) from None
+    except BaseException:
+        # Interrupted or failed: no staged files; the checkpoint (if any) stays.
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            _remove_if_empty(workdir)
+            _remove_if_empty(out)
+        raise
     train_seconds = time.perf_counter() - start
-    logs = _jsonable(history.history)
-    bad = [key for key, values in logs.items() if values and not math.isfinite(values[-1])]
-    if bad:
-        raise FloatingPointError(f"Training diverged: the last {bad[0]} is {logs[bad[0]][-1]}; "
-                                 "try a smaller --learning-rate or fewer epochs. Nothing "
-                                 f"was written to {out}.")
     result, prediction = score(model, task, num_samples, sampling_free(model))
     result.update({"model": model_name, "dataset": task.name, "task": task.task,
                    "split": split, "seed": seed, "epochs": epochs,
-                   "train_seconds": train_seconds,
+                   "train_seconds": train_seconds, "threads": _threads(),
                    "total_seconds": time.perf_counter() - start,
                    "versions": {"tfp_bnn": tfp_bnn.__version__, "keras": keras.__version__,
                                 "python": platform.python_version()}})
     _write_json(os.path.join(staging, "config.json"), config)
-    _write_json(os.path.join(staging, "history.json"), logs)
+    _write_json(os.path.join(staging, "history.json"), _jsonable(logs))
     run_plots.training_curves(logs, os.path.join(staging, "training.png"), title=model_name)
     run_plots.task_plot(task, prediction, staging)
     _export(model, staging, task)
@@ -248,25 +395,42 @@ def _publish(staging, out):
     shutil.rmtree(os.path.join(out, distribute.BACKUP), ignore_errors=True)
 
 
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)
+    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is corrupted: not valid JSON ({error}).") from None
+
+
 def evaluate(run_dir, num_samples=None, seed=0):
     """Reloads a finished run's model and data and scores it again.
 
     Returns:
         (stored results, fresh metrics). The fresh ones differ from the
         stored ones only by Monte Carlo noise (another seed of the T draws).
+
+    Raises:
+        ValueError: `run_dir` is not a finished run, or one of its files is
+            missing or corrupted (the message names it).
     """
     run_dir = os.fspath(run_dir)
+    if num_samples is not None and (isinstance(num_samples, bool)
+                                    or not isinstance(num_samples, int) or num_samples <= 0):
+        raise ValueError(f"`num_samples` must be a positive int, got {num_samples!r}.")
     paths = {name: os.path.join(run_dir, name)
              for name in ("config.json", "results.json", "model.keras")}
     missing = [name for name, path in paths.items() if not os.path.exists(path)]
     if missing:
         raise ValueError(f"{run_dir!r} is not a finished zoo run: missing {missing} "
                          "(train one with `python -m zoo train MODEL --dataset D --out DIR`).")
-    with open(paths["config.json"], encoding="utf-8") as stream:
-        config = json.load(stream)
-    with open(paths["results.json"], encoding="utf-8") as stream:
-        stored = json.load(stream)
-    model = keras.saving.load_model(paths["model.keras"], safe_mode=True)
+    config = _read_json(paths["config.json"])
+    stored = _read_json(paths["results.json"])
+    absent = [key for key in ("dataset", "split", "seed", "num_samples") if key not in config]
+    if not isinstance(config, dict) or absent:
+        raise ValueError(f"{paths['config.json']} is not a zoo run configuration "
+                         f"(missing {absent or 'everything'}).")
+    model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])
     keras.utils.set_random_seed(seed)
     fresh, _ = score(model, task, num_samples or config["num_samples"], sampling_free(model))

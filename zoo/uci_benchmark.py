@@ -415,9 +415,11 @@ def main(argv=None):
                  num_samples=args.samples, validation=args.validation)
     print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
     print(format_table(result))
-    if args.out is not None:
-        with open(args.out, "w", encoding="utf-8") as handle:
+    if args.out is not None:  # complete or absent: written aside, then renamed
+        partial = f"{args.out}.partial"
+        with open(partial, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=1)
+        os.replace(partial, args.out)
     return result
 
 

@@ -236,8 +236,8 @@ def test_restarted_workers_resume_from_the_backup(tmp_path):
                            all_fail=True)
     assert all(code != 0 and "planned crash at epoch 2" in err for code, _, err in crashed), \
         _report(crashed)
-    assert (out / ".backup" / "training_metadata.json").exists()
-    assert (out / ".workers" / "worker_0" / ".backup" / "training_metadata.json").exists()
+    assert (out / ".backup" / "state.json").exists()
+    assert (out / ".workers" / "worker_0" / ".backup" / "state.json").exists()
     first_loss = float(_lines(crashed[0][1], "EPOCH")[0][1])
 
     cluster = {job: [f"localhost:{_free_ports(1)[0]}"] for job in cluster}

@@ -1,5 +1,8 @@
 """Callbacks for training variational networks."""
 
+from tfp_bnn.callbacks.atomic_backup_and_restore import AtomicBackupAndRestore
+from tfp_bnn.callbacks.divergence_guard import DivergenceGuard
+from tfp_bnn.callbacks.divergence_guard import TrainingDiverged
 from tfp_bnn.callbacks.kl_schedules import BlundellSchedule
 from tfp_bnn.callbacks.kl_schedules import ConstantSchedule
 from tfp_bnn.callbacks.kl_schedules import CyclicalSchedule
@@ -9,11 +12,14 @@ from tfp_bnn.callbacks.kl_scheduler import KLScheduler
 from tfp_bnn.callbacks.kl_scheduler import consolidate_kl_logs
 
 __all__ = [
+    "AtomicBackupAndRestore",
     "BlundellSchedule",
     "ConstantSchedule",
     "CyclicalSchedule",
+    "DivergenceGuard",
     "KLSchedule",
     "KLScheduler",
     "LinearWarmup",
+    "TrainingDiverged",
     "consolidate_kl_logs",
 ]

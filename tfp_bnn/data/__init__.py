@@ -5,6 +5,8 @@ from tfp_bnn.data.corruptions import CORRUPTIONS
 from tfp_bnn.data.corruptions import corrupt
 from tfp_bnn.data.digits import load_digits
 from tfp_bnn.data.digits import stratified_split
+from tfp_bnn.data.epochs import shuffled_epochs
+from tfp_bnn.data.epochs import steps_per_epoch
 from tfp_bnn.data.timeseries import forecasting_split
 from tfp_bnn.data.timeseries import load_sunspots
 from tfp_bnn.data.timeseries import make_windows
@@ -31,6 +33,8 @@ __all__ = [
     "make_windows",
     "read_series_csv",
     "read_table",
+    "shuffled_epochs",
+    "steps_per_epoch",
     "stratified_split",
     "sunspots_path",
     "train_test_split",

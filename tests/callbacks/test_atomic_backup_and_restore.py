@@ -1,0 +1,175 @@
+"""AtomicBackupAndRestore: exact resume (weights, optimizer, noise, history), safe files."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from tfp_bnn.callbacks import AtomicBackupAndRestore
+from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn.callbacks.atomic_backup_and_restore import seed_states
+from tfp_bnn.data import shuffled_epochs
+from tfp_bnn.data import steps_per_epoch
+from tfp_bnn.layers import DenseFlipout
+from tfp_bnn.layers import DenseReparameterization
+
+NUM, BATCH, EPOCHS = 96, 32, 4
+
+
+def _data():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(NUM, 4)).astype("float32")
+    return x, (x[:, :1] * 2 - x[:, 1:2]).astype("float32")
+
+
+def _model():
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential([
+        keras.Input((4,)), DenseFlipout(8, activation="relu", seed=1),
+        DenseReparameterization(1, seed=2, prior="scale_mixture"),  # Monte Carlo KL
+    ])
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    return model
+
+
+def _fit(model, backup, first, last):
+    x, y = _data()
+    return model.fit(shuffled_epochs(x, y, BATCH, 7, last, first), epochs=last,
+                     initial_epoch=first, steps_per_epoch=steps_per_epoch(NUM, BATCH),
+                     shuffle=False, verbose=0, callbacks=[KLScheduler(NUM), backup])
+
+
+def _variables(model):
+    return [np.array(v) for v in model.variables]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    model = _model()
+    backup = AtomicBackupAndRestore(tmp_path_factory.mktemp("full") / "backup")
+    history = _fit(model, backup, 0, EPOCHS)
+    assert not os.path.exists(backup.backup_dir)  # deleted when fit completes
+    return _variables(model), history.history
+
+
+def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(uninterrupted, tmp_path):
+    full_variables, full_history = uninterrupted
+    directory = tmp_path / "backup"
+    first = AtomicBackupAndRestore(directory, fingerprint={"run": 1}, delete_checkpoint=False)
+    _fit(_model(), first, 0, 2)  # "killed" after two epochs
+    state = json.loads((directory / "state.json").read_text())
+    assert state["epoch"] == 2 and len(state["history"]["loss"]) == 2
+    assert sorted(os.listdir(directory)) == ["epoch-2.weights.h5", "state.json"]
+    assert len(state["seed_states"]) == 2  # one generator per layer, not in the .h5
+
+    model = _model()  # a fresh process would build the same model from the seed
+    again = AtomicBackupAndRestore(directory, fingerprint={"run": 1})
+    assert again.restored_epoch() == 2
+    history = _fit(model, again, again.restored_epoch(), EPOCHS)
+    assert history.epoch == [2, 3]
+    # Same float operations in the same order on the same values: equal,
+    # not just close. (A fresh noise state or data order changes the loss in
+    # the 3rd digit; see the next test.)
+    for now, full in zip(_variables(model), full_variables):
+        np.testing.assert_array_equal(now, full)
+    merged = again.merged_history(history.history)
+    assert merged == {k: [float(v) for v in values] for k, values in full_history.items()}
+
+
+def test_noise_state_matters_for_the_resume(uninterrupted, tmp_path):
+    # The control for the test above: restoring weights but not the noise
+    # generators (what Keras' own BackupAndRestore does) gives another run.
+    full_variables, _ = uninterrupted
+    directory = tmp_path / "backup"
+    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 2)
+    state = json.loads((directory / "state.json").read_text())
+    state["seed_states"] = [[path, [0, 0]] for path, _ in state["seed_states"]]
+    (directory / "state.json").write_text(json.dumps(state))
+    model = _model()
+    _fit(model, AtomicBackupAndRestore(directory), 2, EPOCHS)
+    differences = [np.max(np.abs(now - full)) for now, full
+                   in zip(_variables(model), full_variables) if now.dtype.kind == "f"]
+    assert max(differences) > 1e-4
+
+
+def test_another_runs_checkpoint_is_refused(tmp_path):
+    directory = tmp_path / "backup"
+    _fit(_model(), AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.01},
+                                          delete_checkpoint=False), 0, 1)
+    other = AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.1})
+    with pytest.raises(ValueError, match=r"belongs to another run \(lr: 0.01 then, 0.1 now\)"):
+        other.restored_epoch()
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("truncate_state", "cannot be read"),
+    ("delete_weights", "names a missing weights file"),
+    ("garbage_weights", "does not fit this model"),
+])
+def test_a_damaged_checkpoint_gives_a_clear_error(tmp_path, damage, message):
+    directory = tmp_path / "backup"
+    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+    weights = directory / "epoch-1.weights.h5"
+    if damage == "truncate_state":
+        text = (directory / "state.json").read_text()
+        (directory / "state.json").write_text(text[: len(text) // 2])
+    elif damage == "delete_weights":
+        weights.unlink()
+    else:
+        weights.write_bytes(b"not an hdf5 file")
+    with pytest.raises(ValueError, match=message):
+        _fit(_model(), AtomicBackupAndRestore(directory), 1, 2)
+
+
+def test_a_checkpoint_for_another_architecture_is_refused(tmp_path):
+    directory = tmp_path / "backup"
+    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+    keras.utils.set_random_seed(5)
+    wider = keras.Sequential([keras.Input((4,)), DenseFlipout(16, seed=1),
+                              DenseReparameterization(1, seed=2)])
+    wider.compile("adam", "mse")
+    with pytest.raises(ValueError, match="does not fit this model"):
+        _fit(wider, AtomicBackupAndRestore(directory), 1, 2)
+
+
+def test_leftovers_of_a_killed_save_are_ignored_and_cleaned(tmp_path):
+    # A kill during a save leaves a partial file; state.json still names
+    # the complete one, and the next save removes the partial one.
+    directory = tmp_path / "backup"
+    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+    (directory / "partial-2.weights.h5").write_bytes(b"half a file")
+    (directory / "state.json.partial").write_text("{\"epoch\": 2")
+    backup = AtomicBackupAndRestore(directory, delete_checkpoint=False)
+    assert backup.restored_epoch() == 1
+    _fit(_model(), backup, 1, 2)
+    assert sorted(os.listdir(directory)) == ["epoch-2.weights.h5", "state.json"]
+
+
+def test_restore_without_fit_when_every_epoch_is_done(tmp_path):
+    directory = tmp_path / "backup"
+    trained = _model()
+    _fit(trained, AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 2)
+    model = _model()
+    backup = AtomicBackupAndRestore(directory)
+    assert backup.restore(model) == 2
+    for now, then in zip(_variables(model), _variables(trained)):
+        np.testing.assert_array_equal(now, then)
+    assert len(backup.merged_history({})["loss"]) == 2
+
+
+def test_seed_states_are_the_generators_of_the_model():
+    model = _model()
+    assert len(seed_states(model)) == 2
+    assert all(v.dtype in ("int64", "uint32", "int32") for v in seed_states(model))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"backup_dir": ""}, "`backup_dir`"),
+    ({"backup_dir": None}, "`backup_dir`"),
+    ({"backup_dir": "b", "fingerprint": {"f": object()}}, "`fingerprint`"),
+])
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AtomicBackupAndRestore(**kwargs)

@@ -1,0 +1,204 @@
+"""Keras' BackupAndRestore with checkpoints that a kill at any instant cannot corrupt."""
+
+import json
+import os
+import shutil
+
+import keras
+
+STATE = "state.json"
+# The variable every keras.random.SeedGenerator keeps its state in.
+SEED_STATE = "seed_generator_state"
+
+
+def seed_states(model):
+    """The model's `keras.random.SeedGenerator` state variables, in model order.
+
+    `save_weights` leaves them out (they are not weights), so a run restored
+    from weights alone would draw other noise than the run it continues.
+    """
+    return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE]
+
+
+def _fsync_file(path):
+    with open(path, "rb+") as stream:
+        os.fsync(stream.fileno())
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` that survives SIGKILL and keeps the history.
+
+    Keras' callback overwrites `latest.weights.h5` and then
+    `training_metadata.json` in place: a process killed while writing
+    leaves a truncated file (which fails to load) or weights of epoch k+1
+    with the epoch count k (which repeats an epoch). Here each epoch end
+    writes `epoch-<k>.weights.h5` completely, then replaces `state.json`
+    (epoch, weights file name, the logs of every finished epoch, and the
+    caller's `fingerprint`) with one atomic rename, then deletes the older
+    weights file. Whatever instant the process dies, `state.json` names a
+    complete weights file of the epoch it records.
+
+    The weights file holds the model's variables and the optimizer state;
+    `state.json` adds every `keras.random.SeedGenerator` state (which
+    `save_weights` leaves out), so a resumed run draws the same noise as an
+    uninterrupted one. The data order is the caller's affair:
+    `fit(shuffle=True)` on arrays reshuffles from a stateful kernel that no
+    checkpoint holds (`tfp_bnn.data.shuffled_epochs` gives an order that
+    depends only on the seed and the epoch).
+
+    Args:
+        backup_dir: directory of the checkpoint (used by nothing else).
+        fingerprint: JSON-able description of the run (model, data,
+            hyperparameters). A checkpoint written with another fingerprint
+            is refused with a ValueError instead of being loaded into a
+            different model.
+        delete_checkpoint: delete `backup_dir` when `fit` completes.
+
+    Example:
+    >>> backup = AtomicBackupAndRestore("run/.backup", fingerprint=config)
+    >>> history = model.fit(x, y, epochs=20, callbacks=[backup])
+    >>> all_logs = backup.merged_history(history.history)   # all 20 epochs
+    """
+
+    def __init__(self, backup_dir, fingerprint=None, delete_checkpoint=True):
+        if not backup_dir or not isinstance(backup_dir, (str, os.PathLike)):
+            raise ValueError(f"`backup_dir` must be a directory path, got {backup_dir!r}.")
+        super().__init__(os.fspath(backup_dir), save_freq="epoch",
+                         delete_checkpoint=delete_checkpoint)
+        try:
+            # As it will read back from state.json (tuples become lists).
+            self.fingerprint = json.loads(json.dumps(fingerprint))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"`fingerprint` must be JSON-serialisable: {error}") from None
+        self._state_path = os.path.join(self.backup_dir, STATE)
+        self._history = {}  # every finished epoch's logs, saved in state.json
+        self._restored_history = {}  # the part of it read from the checkpoint
+
+    def get_config(self):
+        return {"backup_dir": self.backup_dir, "fingerprint": self.fingerprint,
+                "delete_checkpoint": self.delete_checkpoint}
+
+    # --- reading the checkpoint -------------------------------------------
+    def state(self):
+        """The saved state (dict) or None when there is no checkpoint yet."""
+        if not os.path.exists(self._state_path):
+            return None
+        try:
+            with open(self._state_path, encoding="utf-8") as stream:
+                state = json.load(stream)
+            epoch, weights = int(state["epoch"]), str(state["weights"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"The checkpoint {self._state_path!r} cannot be read ({error}); "
+                             f"delete {self.backup_dir!r} to start the run over.") from None
+        path = os.path.join(self.backup_dir, os.path.basename(weights))
+        if epoch < 0 or not os.path.isfile(path):
+            raise ValueError(f"The checkpoint in {self.backup_dir!r} names a missing weights "
+                             f"file {weights!r}; delete the directory to start the run over.")
+        if state.get("fingerprint") != self.fingerprint:
+            raise ValueError(
+                f"The checkpoint in {self.backup_dir!r} belongs to another run "
+                f"({_difference(state.get('fingerprint'), self.fingerprint)}); rerun with the "
+                "same arguments to resume it, or use another directory.")
+        state["weights_path"] = path
+        return state
+
+    def restored_epoch(self):
+        """Epochs already completed according to the checkpoint (0 if none)."""
+        state = self.state()
+        return 0 if state is None else int(state["epoch"])
+
+    def merged_history(self, history):
+        """Logs of all epochs: the checkpoint's (before a resume) + `history`."""
+        merged = {key: list(values) for key, values in self._restored_history.items()}
+        for key, values in history.items():
+            merged.setdefault(key, []).extend(float(v) for v in values)
+        return merged
+
+    def restore(self, model):
+        """Loads the checkpoint (if any) into `model`; returns the epochs it completed.
+
+        What `fit` does through `on_train_begin`; call it directly when the
+        checkpoint already holds every planned epoch (nothing left to fit).
+        """
+        self.set_model(model)
+        self.on_train_begin()
+        return self.restored_epoch()
+
+    # --- the callback -----------------------------------------------------
+    def on_train_begin(self, logs=None):
+        if not self.model.built:
+            raise ValueError("AtomicBackupAndRestore needs a built model; call it on a batch "
+                             "or build it before fit().")
+        state = self.state()
+        self._history = {}
+        self._restored_history = {}
+        if state is None:
+            return
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        try:
+            self.model.load_weights(state["weights_path"])
+        except (OSError, ValueError) as error:
+            raise ValueError(f"The checkpoint {state['weights_path']!r} does not fit this "
+                             f"model ({error}); delete {self.backup_dir!r} to start the run "
+                             "over.") from None
+        generators = seed_states(self.model)
+        saved = state.get("seed_states", [])
+        # Matched by position: generator names are numbered per process
+        # (seed_generator_4 here may be seed_generator_0 in the saved run).
+        if len(saved) != len(generators):
+            raise ValueError(f"The checkpoint in {self.backup_dir!r} has {len(saved)} noise "
+                             f"generator states, the model {len(generators)}; delete the "
+                             "directory to start the run over.")
+        for variable, (_, value) in zip(generators, saved):
+            variable.assign(value)
+        self._restored_history = {key: [float(v) for v in values]
+                                  for key, values in state.get("history", {}).items()}
+        self._history = {key: list(values) for key, values in self._restored_history.items()}
+        # What Keras' own callback sets: fit() starts at this epoch.
+        self.model._initial_epoch = int(state["epoch"])
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass  # epoch-end checkpoints only
+
+    def on_epoch_end(self, epoch, logs=None):
+        for key, value in (logs or {}).items():
+            self._history.setdefault(key, []).append(float(value))
+        self._save(epoch + 1)
+
+    def _save(self, epoch):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        name = f"epoch-{epoch}.weights.h5"
+        path = os.path.join(self.backup_dir, name)
+        partial = os.path.join(self.backup_dir, f"partial-{epoch}.weights.h5")
+        self.model.save_weights(partial, overwrite=True)
+        _fsync_file(partial)
+        os.replace(partial, path)
+        state = {"epoch": epoch, "weights": name, "history": self._history,
+                 "fingerprint": self.fingerprint,
+                 "seed_states": [[v.path, [int(s) for s in v.numpy().ravel()]]
+                                 for v in seed_states(self.model)]}
+        partial_state = f"{self._state_path}.partial"
+        with open(partial_state, "w", encoding="utf-8") as stream:
+            json.dump(state, stream, allow_nan=True)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(partial_state, self._state_path)
+        for other in os.listdir(self.backup_dir):
+            if other.endswith(".weights.h5") and other != name:
+                os.remove(os.path.join(self.backup_dir, other))
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint and os.path.exists(self.backup_dir):
+            shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+
+def _difference(saved, current):
+    """A short description of how two fingerprints differ."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+        if keys:
+            return ", ".join(f"{k}: {saved.get(k)!r} then, {current.get(k)!r} now"
+                             for k in keys[:3])
+    return f"saved {saved!r}, now {current!r}"
