@@ -79,6 +79,10 @@ def build_parser():
                        metavar="KEY=VALUE",
                        help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--threads", type=_non_negative, default=1,
+                       help="CPU threads for TensorFlow (default 1: the same seed gives "
+                            "bit-identical runs; 0: TensorFlow's default, all cores, runs "
+                            "then differ in the last float bits); results.json records it")
 
     evaluate = commands.add_parser("evaluate", help="reload a finished run and score it")
     evaluate.add_argument("run_dir", help="a directory written by `python -m zoo train`")
@@ -114,6 +118,9 @@ def _train(args):
 
     out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
                        f"-split{args.split}-seed{args.seed}")
+    # In a fresh `python -m zoo` process this always applies; called from a
+    # Python session that has started TensorFlow, its threads stay as they are.
+    runner.set_threads(args.threads, strict=False)
     result = runner.train_and_evaluate(
         args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
         strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
@@ -132,24 +139,59 @@ def _evaluate(args):
     return 0
 
 
+# Exit codes: 2 bad input (argparse's own), 3 training diverged, 130 interrupted.
+EXIT_BAD_INPUT = 2
+EXIT_DIVERGED = 3
+EXIT_INTERRUPTED = 130
+
+
+def _one_line(error):
+    """The message of `error` on one line (no traceback)."""
+    text = " ".join(str(error).split())
+    if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
+        where = f" ({error.filename})" if error.filename else ""
+        text = f"{error.strerror or text}{where}"
+    return text or type(error).__name__
+
+
+def _run(command, function, *arguments):
+    """Runs a command; a bad input, divergence or interruption ends in one line on stderr."""
+    prog = " ".join(("python -m zoo", command)) if command else "python -m zoo"
+    try:
+        return function(*arguments)
+    except FloatingPointError as error:
+        print(f"{prog}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_DIVERGED
+    except (ValueError, OSError) as error:
+        print(f"{prog}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        hint = " run the same command again to resume from the checkpoint." \
+            if command == "train" else ""
+        print(f"{prog}: interrupted.{hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
 def main(argv=None):
-    """Entry point of `python -m zoo`; returns the exit code."""
+    """Entry point of `python -m zoo`; returns the exit code.
+
+    Bad input (unknown names, invalid numbers, unreadable or unwritable
+    paths, corrupted files) ends with one line on stderr and exit code 2;
+    a diverged training run with exit code 3; Ctrl-C with 130.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
         from zoo import main_job  # noqa: PLC0415
 
-        return main_job.main(argv)
+        return _run("", main_job.main, argv)
     parser = build_parser()
     if argv[0] == "benchmark":
         from zoo import uci_benchmark  # noqa: PLC0415
 
-        return uci_benchmark.main(argv[1:])
+        return _run("benchmark", uci_benchmark.main, argv[1:])
     args = parser.parse_args(argv)
-    try:
-        if args.command == "list":
-            return _list()
-        if args.command == "train":
-            return _train(args)
-        return _evaluate(args)
-    except (ValueError, FloatingPointError) as error:
-        parser.exit(2, f"python -m zoo {args.command}: error: {error}\n")
+    if args.command == "list":
+        return _list()
+    if args.command == "train":
+        return _run("train", _train, args)
+    return _run("evaluate", _evaluate, args)

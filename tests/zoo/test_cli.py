@@ -57,31 +57,7 @@ def test_train_progress_bar_is_shown_by_default(tmp_path):
     assert (tmp_path / "run" / "results.json").is_file()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["train", "nope", "--dataset", "concrete"], "Unknown model 'nope'; available"),
-    (["train", "bbb_mlp", "--dataset", "nowhere"], "Unknown dataset 'nowhere'"),
-    (["train", "flipout_lenet", "--dataset", "concrete"], "cannot train on 'concrete'"),
-    (["train", "bbb_mlp", "--dataset", "concrete", "--epochs", "0"],
-     "--epochs: must be a positive int"),
-    (["train", "bbb_mlp", "--dataset", "concrete", "--set", "oops"], "expected KEY=VALUE"),
-    (["train", "bbb_mlp", "--dataset", "concrete", "--strategy", "tpu"], "invalid choice"),
-    (["evaluate", "/nonexistent/run"], "not a finished zoo run"),
-])
-def test_bad_input_exits_2_naming_the_problem(argv, message, capsys, tmp_path):
-    if argv[0] == "train":
-        argv = argv + ["--out", str(tmp_path / "run")]
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "run" / "results.json").exists()
-
-
-def test_unknown_builder_argument_is_an_error(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        cli.main(["train", "bbb_mlp", "--dataset", "yacht", "--epochs", "1",
-                  "--set", "no_such_argument=3", "--out", str(tmp_path / "run")])
-    assert "no_such_argument" in capsys.readouterr().err
+# Bad input from the command line: tests/zoo/test_bad_input_cli.py.
 
 
 def test_benchmark_is_dispatched(capsys):
