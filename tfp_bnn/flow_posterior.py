@@ -170,7 +170,11 @@ class FlowPosterior(Posterior):
         mean, sample = both[0], both[1]
         log_q0 = tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(flat_scale)) - (
             _HALF_LOG_2PI * tf.cast(tf.size(eps), "float32"))
-        perturbation = tf.cast(sample, dtype) - tf.cast(mean, dtype)
+        # The difference in float32, then cast: under mixed precision the
+        # difference of the two float16-rounded weights would keep only the
+        # bits of the perturbation above the weight's float16 resolution, and
+        # the Monte Carlo KL takes log p at mean + perturbation.
+        perturbation = tf.cast(sample - mean, dtype)
         return PosteriorDraw(prepared._replace(mean=mean), perturbation, None,
                              log_q0 - log_det[1])
 

@@ -38,23 +38,43 @@ def seeded_initializer(identifier, seed):
     return initializer
 
 
-# log_prob: log q(mean + perturbation), summed, for posteriors whose density is
-# not element-wise (flows); the layer's Monte Carlo KL then uses it.
+# log_prob: log q(mean + perturbation), summed, float32, when the posterior can
+# compute it stably from its own noise (flows, and the mean-field Gaussian's
+# Monte Carlo KL); the layer's Monte Carlo KL then uses it.
 PosteriorDraw = collections.namedtuple(
     "PosteriorDraw", ["prepared", "perturbation", "kl", "log_prob"], defaults=(None,)
 )
 
-def _draw_terms(loc, rho, seed, dtype, prior, with_noise):
-    """Mean-field terms of one call: scale, scale * eps and the closed-form KL.
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
-    softplus is computed once and shared by the noise and the KL.
+
+def _draw_terms(loc, rho, seed, dtype, prior, with_noise):
+    """Mean-field terms of one call: scale, scale * eps, the closed-form KL and log q.
+
+    softplus is computed once and shared by the noise and the KL. Without a
+    prior (the Monte Carlo KL) the draw also returns log q of its own sample
+    w = loc + scale * eps, in float32 from eps itself:
+
+        log q(w) = sum(-eps^2 / 2 - log scale - log(2 pi) / 2).
+
+    Evaluating N(loc, scale).log_prob(w) instead recovers eps as
+    (w - loc) / scale, which cancels when scale << |loc| (w == loc in
+    float32 for rho = -50, scale = 2e-22) and whose gradient divides by
+    scale^2, which underflows: the rho gradient overflows to inf/NaN. Both forms
+    have the same value and the same total derivative (-1 / scale) in exact
+    arithmetic.
     """
     scale = tf.nn.softplus(rho)
-    perturbation = None
+    perturbation = log_prob = None
     if with_noise:
-        perturbation = tf.cast(scale, dtype) * noise.normal(tf.shape(loc), dtype, seed)
+        eps = noise.normal(tf.shape(loc), dtype, seed)
+        perturbation = tf.cast(scale, dtype) * eps
+        if prior is None:
+            eps = tf.cast(eps, scale.dtype)
+            log_prob = (tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale))
+                        - _HALF_LOG_2PI * tf.cast(tf.size(eps), scale.dtype))
     kl = None if prior is None else prior.kl_from_normal(loc, scale)
-    return scale, perturbation, kl
+    return scale, perturbation, kl, log_prob
 
 
 # The same terms as one XLA cluster (forward and the backward XLA derives),
@@ -118,9 +138,9 @@ class Posterior(ConfigObject):
             with_noise: False skips the perturbation (it is then None).
 
         Returns:
-            `PosteriorDraw(prepared, perturbation, kl)`: the prepared
-            parameters, sample - mean in `dtype`, and the summed KL (float32)
-            or None.
+            `PosteriorDraw(prepared, perturbation, kl, log_prob)`: the
+            prepared parameters, sample - mean in `dtype`, the summed KL
+            (float32) or None, and log q of the sample (float32) or None.
         """
         prepared = self.prepare(params)
         perturbation = None
@@ -223,8 +243,9 @@ class MeanFieldNormal(Posterior):
         # model; outside it, compiling them as one cluster is faster than
         # TensorFlow's op-by-op kernels (benchmarks/train_step.py).
         fn = _draw_terms if noise.in_xla_context() else _fused_draw_terms
-        scale, perturbation, kl = fn(loc, rho, seed, tf.as_dtype(dtype).name, prior, with_noise)
-        return PosteriorDraw((loc, scale), perturbation, kl)
+        scale, perturbation, kl, log_prob = fn(loc, rho, seed, tf.as_dtype(dtype).name, prior,
+                                               with_noise)
+        return PosteriorDraw((loc, scale), perturbation, kl, log_prob)
 
     def get_config(self):
         return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev}

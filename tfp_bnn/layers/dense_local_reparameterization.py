@@ -1,7 +1,6 @@
 """Dense layer with the local reparameterization trick."""
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -9,15 +8,21 @@ from tfp_bnn import noise
 from tfp_bnn.layers.dense_base import BayesianDenseBase
 
 
+# Floor on the pre-activation variance: keeps sqrt's gradient finite for an
+# all-zero input row (padding); far below any variance that matters, and a
+# normal number in the variance's dtype (float32 or float64, see below).
+_VARIANCE_FLOOR = 1e-12
 
-def _variance_floor(dtype):
-    """Floor on the pre-activation variance.
 
-    Keeps sqrt's gradient finite for an all-zero input row (padding); 1e-12 is
-    far below any variance that matters, raised to the smallest normal number
-    of `dtype` where 1e-12 would round to zero (float16).
+def _variance_dtype(dtype):
+    """The dtype of the pre-activation variance: at least float32.
+
+    In float16, x^2 overflows for |x| >= 256 while scale^2 underflows to 0
+    for scale < 2.4e-4 (rho < -8.3), so x^2 @ scale^2 became inf * 0 = NaN
+    (and inf for merely large inputs), and small posterior scales lost their
+    noise altogether. The mean x @ loc has no squares and stays in `dtype`.
     """
-    return max(1e-12, float(np.finfo(dtype).tiny))
+    return tf.float64 if tf.as_dtype(dtype) == tf.float64 else tf.float32
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -75,15 +80,18 @@ class DenseLocalReparameterization(BayesianDenseBase):
         draw = self._draw(self.kernel_params, seeds[0], with_noise=False)
         loc, scale = self.posterior.loc_scale(draw.prepared)
         mean = ops.matmul(inputs, tf.cast(loc, dtype))
-        variance = ops.matmul(ops.square(inputs), tf.cast(ops.square(scale), dtype))
+        var_dtype = _variance_dtype(dtype)
+        variance = ops.matmul(ops.square(tf.cast(inputs, var_dtype)),
+                              tf.cast(ops.square(scale), var_dtype))
         if bias_per_row and self.bias_params is not None:
             bias_loc, bias_scale = self.posterior.loc_scale(
                 self.posterior.prepare(self.bias_params))
-            variance = variance + tf.cast(ops.square(bias_scale), dtype)
+            variance = variance + tf.cast(ops.square(bias_scale), var_dtype)
             bias, bias_draw = tf.cast(bias_loc, dtype), None
         else:
             bias, bias_draw = self._bias_value(noise_scale, seeds[1])
-        stddev = ops.sqrt(ops.maximum(variance, tf.cast(_variance_floor(dtype), dtype)))
+        stddev = tf.cast(ops.sqrt(ops.maximum(variance, tf.cast(_VARIANCE_FLOOR, var_dtype))),
+                         dtype)
         eps = noise.normal(tf.shape(mean), dtype, seeds[2])
         outputs = mean + stddev * self._scaled(eps, noise_scale)
         if not bias_per_row:
