@@ -1,8 +1,9 @@
 """Random draws for the variational layers.
 
 Seeds come from the layer's `keras.random.SeedGenerator` (so `seed=` makes a
-run reproducible and the state is saved with the layer), but the draws name
-their algorithm, chosen for where the graph runs:
+run reproducible; its state is a variable of the model, which weights files
+leave out and `tfp_bnn.callbacks.AtomicBackupAndRestore` checkpoints), but
+the draws name their algorithm, chosen for where the graph runs:
 
 - outside XLA, TensorFlow's Philox kernels, which are multi-threaded
   (313,600 normals in ~0.2 ms on 2 cores);

@@ -189,12 +189,6 @@ def test_moment_trained_transformer_trains_in_float32_around_float16_layers(mixe
         assert all(t.dtype == tf.float32 for t in layer.posterior_moments() if t is not None)
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, AssertionError), reason=(
-    "Outside this module's files: under mixed_float16 a Model's call reads its "
-    "variables in float16, so (1) BayesianLayer.kl_divergence / kl_penalty "
-    "(tfp_bnn/layers/base.py, no _float32_variables() scope) return a float16 KL "
-    "and (2) zoo/transformer_models.py TokenTransformerRegressor.call adds "
-    "tf.exp(self.log_noise) (float16) to the float32 propagated variance: TypeError."))
 def test_zoo_bayesian_transformer_trains_under_mixed_float16(mixed_float16):
     x, y = _data((TOKENS,))
     model = zoo.build_model("bayesian_transformer", (TOKENS,), num_train=NUM, seed=0,

@@ -249,12 +249,17 @@ class BayesianLayer(keras.layers.Layer):
         Exact when the estimator is analytic; otherwise a one-sample Monte
         Carlo estimate.
         """
-        # The closed form needs no noise: leave the seed generator untouched.
-        seeds = (None, None) if self._use_analytic_kl() else self._call_seeds()
-        kl = self._kl_of(self._draw(self.kernel_params, seeds[0], with_noise=False))
-        if self.bias_params is not None:
-            kl = kl + self._kl_of(self._draw(self.bias_params, seeds[1], with_noise=False))
-        return kl
+        # Float32 variables even when called from a mixed-precision model's
+        # call (the moment path), whose autocast scope would read them as
+        # float16 and give a float16 KL.
+        with _float32_variables():
+            # The closed form needs no noise: leave the seed generator untouched.
+            seeds = (None, None) if self._use_analytic_kl() else self._call_seeds()
+            kl = self._kl_of(self._draw(self.kernel_params, seeds[0], with_noise=False))
+            if self.bias_params is not None:
+                kl = kl + self._kl_of(self._draw(self.bias_params, seeds[1],
+                                                 with_noise=False))
+            return kl
 
     # -- call helpers ---------------------------------------------------------
     def _noise_scale(self, training):
@@ -312,7 +317,7 @@ class BayesianLayer(keras.layers.Layer):
         mean = tf.cast(self.posterior.mean(draw.prepared), "float32")
         sample = mean + tf.cast(draw.perturbation, "float32")
         p = self.prior.element_distribution("float32")
-        if draw.log_prob is not None:  # log q of the whole sample (e.g. a flow posterior)
+        if draw.log_prob is not None:  # log q of the sample, computed by the posterior
             return draw.log_prob - tf.reduce_sum(p.log_prob(sample))
         q = self.posterior.distribution(draw.prepared)
         return tf.reduce_sum(q.log_prob(sample) - p.log_prob(sample))
@@ -352,7 +357,8 @@ class BayesianLayer(keras.layers.Layer):
         propagation, `tfp_bnn.moments`). Logs it like a call (`KLScheduler`'s
         `kl` and `data_loss`); the caller adds the returned term with `add_loss`.
         """
-        return self._tracked_penalty(self.kl_divergence(), batch_size)
+        with _float32_variables():  # kl_weight in float32 too
+            return self._tracked_penalty(self.kl_divergence(), batch_size)
 
     def _apply_kernel(self, inputs, kernel):
         """inputs (*) kernel: matmul for Dense, convolution for Conv."""
