@@ -35,6 +35,16 @@ def _non_negative(text):
     return value
 
 
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
 def _override(text):
     """KEY=VALUE with VALUE as JSON (numbers, lists) or a plain string."""
     if "=" not in text:
@@ -79,6 +89,9 @@ def build_parser():
                        metavar="KEY=VALUE",
                        help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--checkpoint-seconds", type=_seconds, default=2.0,
+                       help="minimum seconds between checkpoints (default 2; 0: every "
+                            "epoch); a killed run resumes from the last one")
     train.add_argument("--threads", type=_non_negative, default=1,
                        help="CPU threads for TensorFlow (default 1: the same seed gives "
                             "bit-identical runs; 0: TensorFlow's default, all cores, runs "
@@ -124,7 +137,8 @@ def _train(args):
     result = runner.train_and_evaluate(
         args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
         strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
-        verbose=0 if args.quiet else 1, overrides=dict(args.set))
+        verbose=0 if args.quiet else 1, overrides=dict(args.set),
+        checkpoint_seconds=args.checkpoint_seconds)
     _print_metrics(result, "test: ")
     print(f"wrote {out} ({result['total_seconds']:.1f} s)")
     return 0

@@ -281,7 +281,7 @@ def worker_directory(out, strategy):
     return directory
 
 
-def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True):
+def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, save_interval=0.0):
     """A checkpoint callback into this worker's `<dir>/.backup`.
 
     A `tfp_bnn.callbacks.AtomicBackupAndRestore` (Keras' BackupAndRestore
@@ -301,13 +301,15 @@ def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True):
         fingerprint: JSON-able run description; a checkpoint of another run
             is refused (see AtomicBackupAndRestore).
         delete_checkpoint: delete it when `fit` completes.
+        save_interval: minimum seconds between saves (0: every epoch end).
 
     Example:
     >>> model.fit(x, y, epochs=100, callbacks=[backup_callback(out, strategy)])
     """
     return AtomicBackupAndRestore(os.path.join(worker_directory(out, strategy), BACKUP),
                                   fingerprint=fingerprint,
-                                  delete_checkpoint=delete_checkpoint)
+                                  delete_checkpoint=delete_checkpoint,
+                                  save_interval=save_interval)
 
 
 def finish(out, directory, strategy):

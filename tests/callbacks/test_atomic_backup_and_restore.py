@@ -159,6 +159,33 @@ def test_restore_without_fit_when_every_epoch_is_done(tmp_path):
     assert len(backup.merged_history({})["loss"]) == 2
 
 
+def test_save_interval_skips_epoch_ends_but_keeps_the_last(tmp_path, monkeypatch):
+    # A clock that advances 1 s per epoch end read: with save_interval 2.5
+    # the epochs saved are those 3 s after the previous save, and the last.
+    clock = {"now": 0.0}
+
+    def monotonic():
+        return clock["now"]
+
+    class Tick(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            clock["now"] += 1.0
+
+    monkeypatch.setattr("tfp_bnn.callbacks.atomic_backup_and_restore.time.monotonic",
+                        monotonic)
+    directory = tmp_path / "backup"
+    saved = []
+    backup = AtomicBackupAndRestore(directory, delete_checkpoint=False, save_interval=2.5)
+    original = backup._save
+    monkeypatch.setattr(backup, "_save", lambda epoch: (saved.append(epoch), original(epoch)))
+    x, y = _data()
+    _model().fit(shuffled_epochs(x, y, BATCH, 7, 7), epochs=7, shuffle=False, verbose=0,
+                 steps_per_epoch=steps_per_epoch(NUM, BATCH), callbacks=[Tick(), backup])
+    assert saved == [3, 6, 7]
+    state = json.loads((directory / "state.json").read_text())
+    assert state["epoch"] == 7 and len(state["history"]["loss"]) == 7
+
+
 def test_seed_states_are_the_generators_of_the_model():
     model = _model()
     assert len(seed_states(model)) == 2
@@ -169,6 +196,8 @@ def test_seed_states_are_the_generators_of_the_model():
     ({"backup_dir": ""}, "`backup_dir`"),
     ({"backup_dir": None}, "`backup_dir`"),
     ({"backup_dir": "b", "fingerprint": {"f": object()}}, "`fingerprint`"),
+    ({"backup_dir": "b", "save_interval": -1}, "`save_interval`"),
+    ({"backup_dir": "b", "save_interval": float("nan")}, "`save_interval`"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -170,6 +170,8 @@ CASES = [
     ("batch_size_zero", lambda t: _train("--batch-size", "0"), "--batch-size"),
     ("samples_zero", lambda t: _train("--samples", "0"), "--samples"),
     ("threads_negative", lambda t: _train("--threads", "-2"), "--threads"),
+    ("checkpoint_seconds_negative", lambda t: _train("--checkpoint-seconds", "-1"),
+     "--checkpoint-seconds"),
     ("strategy_unknown", lambda t: _train("--strategy", "tpu"), "invalid choice: 'tpu'"),
     # hyperparameters
     ("set_without_equals", lambda t: _train("--set", "oops"), "expected KEY=VALUE"),

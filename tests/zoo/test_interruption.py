@@ -33,7 +33,7 @@ def _train_command(out, *extra):
     # batch 8: 116 steps per epoch, long enough to be killed inside one.
     return [sys.executable, "-m", "zoo", "train", "bbb_mlp", "--dataset", "concrete",
             "--epochs", str(EPOCHS), "--seed", "3", "--batch-size", "8", "--samples", "20",
-            "--quiet", "--out", str(out), *extra]
+            "--checkpoint-seconds", "0", "--quiet", "--out", str(out), *extra]
 
 
 def _run(command, timeout=600):
@@ -195,7 +195,8 @@ def test_divergence_keeps_the_last_good_checkpoint_and_model(tmp_path, monkeypat
     monkeypatch.setattr(registry, "build_model", diverging)
     out = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"epoch 4, batch 4: loss is nan") as info:
-        runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=8, seed=0, verbose=0)
+        runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=8, seed=0, verbose=0,
+                                  checkpoint_seconds=0)
     message = str(info.value)
     assert "the model after 3 epochs in" in message and ".backup" in message
     assert "no results were written" in message
@@ -241,7 +242,8 @@ def test_a_rerun_with_other_arguments_does_not_resume_the_wrong_checkpoint(
     out = tmp_path / "run"
     monkeypatch.setattr(runner, "DivergenceGuard", InterruptAtEpoch2)
     with pytest.raises(KeyboardInterrupt):
-        runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=3, verbose=0)
+        runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=3, verbose=0,
+                                  checkpoint_seconds=0)
     monkeypatch.undo()
     # Interrupted: the checkpoint stays, nothing staged is left.
     assert sorted(os.listdir(out)) == [".backup"] and _state(out)["epoch"] == 1

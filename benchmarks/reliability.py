@@ -1,0 +1,130 @@
+"""What reliability costs: resumable data order, checkpoints, one thread.
+
+    python benchmarks/reliability.py            # ~3-5 minutes on 2 CPU cores
+    python benchmarks/reliability.py --quick    # a smoke run
+
+`python -m zoo train` now feeds `fit` from `tfp_bnn.data.shuffled_epochs`
+(an order that depends on seed and epoch only) instead of NumPy arrays with
+`shuffle=True`, saves an `AtomicBackupAndRestore` checkpoint at every epoch
+end behind a `DivergenceGuard`, and runs TensorFlow on one thread by default
+(bit-identical runs). This times one epoch of `fit` for
+
+    plain       arrays, shuffle=True, no callbacks (the old path)
+    resumable   shuffled_epochs + DivergenceGuard + AtomicBackupAndRestore
+
+each under one thread and under TensorFlow's default threading. Every
+setting runs in its own worker process (threads are fixed per process);
+inside a worker the two variants alternate epoch by epoch after a warm-up
+epoch, and the median epoch time is kept. Models: bbb_mlp on concrete
+(927 rows, batch 32) and flipout_lenet on digits (1437 rows, batch 32).
+The printed ratios are measured side by side within this run.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CASES = (("bbb_mlp", "concrete"), ("flipout_lenet", "digits"))
+
+
+def worker(model_name, dataset, threads, epochs):
+    """Runs in a fresh process: prints JSON {variant: median epoch seconds}."""
+    sys.path.insert(0, str(ROOT))
+    from zoo import runner  # noqa: PLC0415
+
+    runner.set_threads(threads)
+    import keras  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    from tfp_bnn.callbacks import AtomicBackupAndRestore  # noqa: PLC0415
+    from tfp_bnn.callbacks import DivergenceGuard  # noqa: PLC0415
+    from tfp_bnn.callbacks import KLScheduler  # noqa: PLC0415
+    from tfp_bnn.data import shuffled_epochs  # noqa: PLC0415
+    from tfp_bnn.data import steps_per_epoch  # noqa: PLC0415
+    from zoo import datasets  # noqa: PLC0415
+    from zoo import registry  # noqa: PLC0415
+
+    task = datasets.load(dataset)
+    num = len(task.x_train)
+
+    def build():
+        keras.utils.set_random_seed(0)
+        return registry.build_model(model_name, task.input_shape, task=task.task,
+                                    num_classes=task.num_classes, num_train=num, seed=0)
+
+    models = {"plain": build(), "resumable": build()}
+    backup_dir = tempfile.mkdtemp(prefix="reliability-")
+    done = {"plain": 0, "resumable": 0}
+    times = {"plain": [], "resumable": []}
+
+    def one_epoch(name):
+        model = models[name]
+        epoch = done[name]
+        callbacks = [KLScheduler(num)]
+        start = time.perf_counter()
+        if name == "plain":
+            model.fit(task.x_train, task.y_train, batch_size=32, epochs=epoch + 1,
+                      initial_epoch=epoch, shuffle=True, verbose=0, callbacks=callbacks)
+        else:
+            data = shuffled_epochs(task.x_train, task.y_train, 32, 0, epoch + 1, epoch)
+            backup = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
+            model.fit(data, epochs=epoch + 1, initial_epoch=epoch, shuffle=False,
+                      steps_per_epoch=steps_per_epoch(num, 32), verbose=0,
+                      callbacks=callbacks + [DivergenceGuard(), backup])
+        done[name] += 1
+        return time.perf_counter() - start
+
+    for name in models:  # warm-up: tracing
+        one_epoch(name)
+    for _ in range(epochs):
+        for name in models:
+            times[name].append(one_epoch(name))
+    print("RESULT " + json.dumps({name: float(np.median(t)) for name, t in times.items()}))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 timed epochs per variant")
+    parser.add_argument("--epochs", type=int, default=8, help="timed epochs per variant")
+    args = parser.parse_args(argv)
+    epochs = 2 if args.quick else args.epochs
+    rows = []
+    for model_name, dataset in CASES:
+        result = {}
+        for threads in (1, 0):
+            command = [sys.executable, __file__, "--worker", model_name, dataset,
+                       str(threads), str(epochs)]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+            if done.returncode or not lines:
+                raise SystemExit(f"worker failed: {done.stderr[-2000:]}")
+            result[threads] = json.loads(lines[-1][len("RESULT "):])
+        rows.append((model_name, dataset, result))
+    print(f"median seconds per epoch ({epochs} timed epochs per variant)\n")
+    print(f"{'model':14s} {'data':9s} {'threads':>8s} {'plain':>8s} {'resumable':>10s} "
+          f"{'resumable/plain':>16s}")
+    for model_name, dataset, result in rows:
+        for threads in (1, 0):
+            plain, resumable = result[threads]["plain"], result[threads]["resumable"]
+            label = "1" if threads == 1 else "default"
+            print(f"{model_name:14s} {dataset:9s} {label:>8s} {plain:8.3f} {resumable:10.3f} "
+                  f"{resumable / plain:16.2f}")
+    print("\nzoo default (1 thread, resumable) / old default (all threads, plain):")
+    for model_name, dataset, result in rows:
+        ratio = result[1]["resumable"] / result[0]["plain"]
+        print(f"  {model_name} on {dataset}: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        main()
