@@ -53,3 +53,12 @@ def record_figures(monkeypatch):
         return figures
 
     return record
+
+
+@pytest.fixture
+def mixed_float16():
+    """The global policy is mixed_float16 for this test, restored afterwards."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    yield
+    keras.mixed_precision.set_global_policy(previous)

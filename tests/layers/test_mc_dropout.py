@@ -280,15 +280,6 @@ def test_kl_scheduler_accepts_a_model_with_mc_dropout():
 # --- mixed precision ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def mixed_float16():
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-
-
 def test_float16_outputs_under_mixed_precision(mixed_float16):
     rate = 0.3
     x = _inputs((256, 64), dtype="float16")

@@ -17,14 +17,6 @@ from tfp_bnn.layers import NodeDense
 from tfp_bnn.posteriors import FlowPosterior
 
 
-@pytest.fixture
-def mixed_float16():
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    yield
-    keras.mixed_precision.set_global_policy(previous)
-
-
 @pytest.mark.parametrize("extra", [{}, {"prior": "scale_mixture", "bayesian_bias": True}],
                          ids=["analytic_kl", "mc_kl_bayesian_bias"])
 def test_every_layer_trains_under_mixed_float16(mixed_float16, extra):

@@ -31,14 +31,6 @@ NUM = 32
 TOKENS, WIDTH = 3, 4
 
 
-@pytest.fixture
-def mixed_float16():
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    yield
-    keras.mixed_precision.set_global_policy(previous)
-
-
 def _data(shape, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(NUM,) + shape).astype("float32")

@@ -45,28 +45,13 @@ def _train(*extra, model="bbb_mlp", dataset="yacht"):
     return ["train", model, "--dataset", str(dataset), "--epochs", "1", "--quiet", *extra]
 
 
-def _with_nan(tmp):
-    rows = _good_rows()
-    rows[7] = "0.7 nan 3.1"
-    return _train(dataset=_uci_dir(tmp, rows))
-
-
-def _with_inf(tmp):
-    rows = _good_rows()
-    rows[3] = "0.3 1.0 inf"
-    return _train(dataset=_uci_dir(tmp, rows))
-
-
-def _ragged(tmp):
-    rows = _good_rows()
-    rows[5] = "0.5 1.0"
-    return _train(dataset=_uci_dir(tmp, rows))
-
-
-def _not_numbers(tmp):
-    rows = _good_rows()
-    rows[2] = "0.2 abc 1.6"
-    return _train(dataset=_uci_dir(tmp, rows))
+def _table_with(row, text):
+    """A train case on a UCI-layout table whose `row` (0-based) is `text`."""
+    def make(tmp):
+        rows = _good_rows()
+        rows[row] = text
+        return _train(dataset=_uci_dir(tmp, rows))
+    return make
 
 
 def _empty_table(tmp):
@@ -154,10 +139,10 @@ CASES = [
      lambda t: _train(model="bbb_mlp_heteroscedastic", dataset="digits"),
      "cannot train on 'digits'"),
     # data content
-    ("nan_in_table", _with_nan, "line 8"),
-    ("inf_in_table", _with_inf, "line 4"),
-    ("ragged_table", _ragged, "line 6"),
-    ("text_in_table", _not_numbers, "line 3"),
+    ("nan_in_table", _table_with(7, "0.7 nan 3.1"), "line 8"),
+    ("inf_in_table", _table_with(3, "0.3 1.0 inf"), "line 4"),
+    ("ragged_table", _table_with(5, "0.5 1.0"), "line 6"),
+    ("text_in_table", _table_with(2, "0.2 abc 1.6"), "line 3"),
     ("empty_table", _empty_table, "no data rows"),
     ("empty_csv", _empty_csv, "series.csv"),
     ("nan_in_csv", _csv_with_nan, "line 21"),

@@ -59,13 +59,8 @@ def _expected_inputs(model):
         if isinstance(struct, dict):
             return {key: tuple(struct[key].shape) for key in struct}
         return [(spec.name, tuple(spec.shape)) for spec in specs]
-    # A subclassed model built with `build(shape)` records that one shape.
-    shapes = getattr(model, "_build_shapes_dict", None) or {}
-    if len(shapes) == 1:
-        shape = next(iter(shapes.values()))
-        if isinstance(shape, (tuple, list)) and shape and all(
-                d is None or isinstance(d, int) for d in shape):
-            return [(None, tuple(shape))]
+    # A subclassed model's build shape is no contract: its call may take
+    # other layouts (the zoo transformer reads [J] or [J, 1] per example).
     return None
 
 
