@@ -17,32 +17,11 @@ import sys
 
 from zoo import datasets
 from zoo import registry
+from zoo.flags import non_negative_int
+from zoo.flags import positive_int
+from zoo.flags import seconds
 
 COMMANDS = ("list", "train", "evaluate", "benchmark")
-
-
-def _positive(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
-    return value
-
-
-def _non_negative(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {value}")
-    return value
-
-
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
-    return value
 
 
 def _override(text):
@@ -71,35 +50,35 @@ def build_parser():
     train.add_argument("model", help="a model name from `python -m zoo list`")
     train.add_argument("--dataset", required=True,
                        help="built-in name, UCI-layout directory, or .csv series")
-    train.add_argument("--split", type=_non_negative, default=0, help="split index (default 0)")
-    train.add_argument("--epochs", type=_positive, default=None,
+    train.add_argument("--split", type=non_negative_int, default=0, help="split index (default 0)")
+    train.add_argument("--epochs", type=positive_int, default=None,
                        help="training epochs (default: 30 for classification, about 6000 "
                             "steps for regression)")
-    train.add_argument("--seed", type=_non_negative, default=0,
+    train.add_argument("--seed", type=non_negative_int, default=0,
                        help="seed of weights, noise and generated splits (default 0)")
     train.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
                        default="default",
                        help="tf.distribute strategy; multiworker reads TF_CONFIG")
     train.add_argument("--out", default=None,
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
-    train.add_argument("--batch-size", type=_positive, default=32, help="global batch size")
-    train.add_argument("--samples", type=_positive, default=100,
+    train.add_argument("--batch-size", type=positive_int, default=32, help="global batch size")
+    train.add_argument("--samples", type=positive_int, default=100,
                        help="Monte Carlo samples at test time (default 100)")
     train.add_argument("--set", type=_override, action="append", default=[],
                        metavar="KEY=VALUE",
                        help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
-    train.add_argument("--checkpoint-seconds", type=_seconds, default=2.0,
+    train.add_argument("--checkpoint-seconds", type=seconds, default=2.0,
                        help="minimum seconds between checkpoints (default 2; 0: every "
                             "epoch); a killed run resumes from the last one")
-    train.add_argument("--threads", type=_non_negative, default=1,
+    train.add_argument("--threads", type=non_negative_int, default=1,
                        help="CPU threads for TensorFlow (default 1: the same seed gives "
                             "bit-identical runs; 0: TensorFlow's default, all cores, runs "
                             "then differ in the last float bits); results.json records it")
 
     evaluate = commands.add_parser("evaluate", help="reload a finished run and score it")
     evaluate.add_argument("run_dir", help="a directory written by `python -m zoo train`")
-    evaluate.add_argument("--samples", type=_positive, default=None,
+    evaluate.add_argument("--samples", type=positive_int, default=None,
                           help="Monte Carlo samples (default: the run's)")
 
     benchmark = commands.add_parser("benchmark", add_help=False,

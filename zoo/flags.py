@@ -1,6 +1,39 @@
-"""The --epochs / --seed / --samples flags every zoo command takes, and --out."""
+"""The --epochs / --seed / --samples flags every zoo command takes, --out, and argparse types."""
 
+import argparse
+import math
 import pathlib
+
+
+def _int_at_least(text, low, what):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+    return value
+
+
+def positive_int(text):
+    """argparse type: an int > 0."""
+    return _int_at_least(text, 1, "a positive int")
+
+
+def non_negative_int(text):
+    """argparse type: an int >= 0."""
+    return _int_at_least(text, 0, "a non-negative int")
+
+
+def seconds(text):
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
 
 
 def add_run_flags(parser, epochs, num_samples, epochs_help, seed_help, samples_help):

@@ -41,6 +41,7 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.data import UCIDataset
 from tfp_bnn.layers.composite import positive_int
 from zoo import datasets
+from zoo import flags
 from zoo import registry
 from zoo.uci_published import PUBLISHED
 
@@ -343,26 +344,6 @@ def format_table(results):
     return "\n\n".join(blocks) + "\n"
 
 
-def _positive_arg(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _seed_arg(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
 def build_parser():
     """The `benchmark` argument parser (argv starts with the suite, "uci")."""
     parser = argparse.ArgumentParser(
@@ -376,12 +357,12 @@ def build_parser():
     parser.add_argument("--model", required=True, choices=REGRESSION_MODELS + ("best",),
                         help="regression model of zoo.registry, or 'best' for the dataset's "
                              "chosen model")
-    parser.add_argument("--splits", type=_positive_arg, default=None,
+    parser.add_argument("--splits", type=flags.positive_int, default=None,
                         help="run the first N splits (default: all, 5 for protein)")
-    parser.add_argument("--epochs", type=_positive_arg, default=None,
+    parser.add_argument("--epochs", type=flags.positive_int, default=None,
                         help="override the chosen number of epochs")
-    parser.add_argument("--seed", type=_seed_arg, default=0, help="split k uses seed + k")
-    parser.add_argument("--samples", type=_positive_arg, default=100,
+    parser.add_argument("--seed", type=flags.non_negative_int, default=0, help="split k uses seed + k")
+    parser.add_argument("--samples", type=flags.positive_int, default=100,
                         help="Monte Carlo samples T of the test predictive (default 100)")
     parser.add_argument("--validation", action="store_true",
                         help="score on the last 20%% of each split's training rows instead "
