@@ -74,9 +74,10 @@ class DivergenceGuard(keras.callbacks.Callback):
     def get_config(self):
         return {"monitor": list(self.monitor), "restore": self.restore}
 
-    def _remember(self, epoch):
+    def _remember(self, epoch, values=None):
+        """Keeps `values` (default: a read of the model's weights) as the last good state."""
         if self.restore:
-            self._good_weights = [np.array(w) for w in self.model.get_weights()]
+            self._good_weights = values if values is not None else self.model.get_weights()
             self._good_epoch = epoch
 
     def on_train_begin(self, logs=None):
@@ -116,9 +117,11 @@ class DivergenceGuard(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._check_logs(None, logs)
-        for variable in self.model.weights:
-            value = np.asarray(variable)
+        # One read of the weights serves the check and the kept copy
+        # (get_weights returns fresh arrays, in model.weights order).
+        values = self.model.get_weights()
+        for variable, value in zip(self.model.weights, values):
             if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
                 bad = value[~np.isfinite(value)].flat[0]
                 self._fail(None, f"weight {variable.path}", float(bad))
-        self._remember(epoch + 1)
+        self._remember(epoch + 1, values)
