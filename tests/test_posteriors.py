@@ -20,7 +20,7 @@ def test_sigma_is_softplus_rho():
     loc, rho = layer.kernel_params
     _, scale = layer.posterior.prepare(layer.kernel_params)
     np.testing.assert_allclose(scale, np.log1p(np.exp(rho.numpy())), rtol=1e-6)
-    q = layer.kernel_posterior()
+    q = layer.kernel_posterior
     assert tuple(q.event_shape) == (50, 200)
     np.testing.assert_allclose(q.mean(), loc.numpy())
 

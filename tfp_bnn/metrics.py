@@ -15,6 +15,9 @@ concatenated batches (up to float32 accumulation). Inside a compiled step
 labels cannot be range-checked: a label outside [0, K) counts as a wrong
 prediction with probability 0. Pass them in `weighted_metrics` for Keras to
 apply sample weights.
+
+For regression outputs [means, log variances] `MeanRMSE` scores the means
+(see `tfp_bnn.regression_metrics`).
 """
 
 import collections
@@ -23,6 +26,9 @@ import operator
 
 import keras
 import numpy as np
+
+# The regression metric lives in its own module; `tfp_bnn.metrics.MeanRMSE` is its name.
+from tfp_bnn.regression_metrics import MeanRMSE  # noqa: F401
 
 ReliabilityCurve = collections.namedtuple(
     "ReliabilityCurve", ["edges", "confidence", "accuracy", "counts"]

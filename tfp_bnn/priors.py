@@ -1,9 +1,51 @@
 """Weight priors: small registered classes that build TFP distributions.
 
-A prior is a factory for an *element-wise* distribution with scalar
-parameters: every weight of a tensor gets the same independent prior. Layers
-sum element-wise log-densities or KL terms over the weight tensor, which
-avoids materialising a prior parameter tensor the size of the kernel.
+A prior is configuration. Most priors are an *element-wise* distribution
+with scalar parameters: every weight of a tensor gets the same independent
+prior, and layers sum element-wise log-densities or KL terms over the weight
+tensor, which avoids materialising a prior parameter tensor the size of the
+kernel.
+
+The contract a layer relies on (`tfp_bnn.layers.BayesianLayer`):
+
+- `build(layer, name, shape)` returns the prior of one weight tensor of
+  `shape`. A prior without variables returns itself (the default). A prior
+  with variables (e.g. `TrainableNormalPrior`) creates them on the layer with
+  `layer.add_weight(name=f"{name}_...")`, so they train with `fit`, are saved
+  with the model and receive the gradient of the KL, and returns a copy of
+  itself that holds them.
+- `element_distribution(dtype)`: a TFP distribution whose `log_prob` of a
+  weight tensor broadcasts element-wise (batch shape () or the weight shape).
+- `has_analytic_kl` and `kl_from_normal(loc, scale)`: the closed-form KL
+  from a Normal posterior, summed, when there is one; layers fall back on the
+  Monte Carlo estimate log q(w) - log p(w) otherwise.
+- `get_config()`, and registration under your package, for `.keras` files
+  that load with `safe_mode=True`.
+
+Example, a prior of your own with one learned scale per weight tensor
+(tests/test_custom_posterior_prior.py runs this):
+
+    @keras.saving.register_keras_serializable(package="my_project")
+    class LearnedLaplacePrior(tfp_bnn.priors.Prior):
+        # Laplace(0, b) on every weight, b = softplus(rho) learned per tensor.
+
+        def __init__(self, scale=1.0):
+            self.scale = float(scale)
+            self.rho = None  # set on the copy that `build` returns
+
+        def build(self, layer, name, shape):
+            built = LearnedLaplacePrior(self.scale)
+            built.rho = layer.add_weight(
+                name=f"{name}_rho", shape=(),
+                initializer=keras.initializers.Constant(np.log(np.expm1(self.scale))))
+            return built
+
+        def element_distribution(self, dtype="float32"):
+            scale = tf.cast(tf.nn.softplus(self.rho), dtype)
+            return tfd.Laplace(tf.zeros([], dtype), scale)
+
+        def get_config(self):
+            return {"scale": self.scale}
 """
 
 import math
@@ -25,16 +67,43 @@ def _check_positive(name, value):
     return value
 
 
+def _normal_kl(loc, scale, prior_loc, prior_scale):
+    """Sum over elements of KL(N(loc, scale^2) || N(prior_loc, prior_scale^2)).
+
+    seed 003, eq. (1); the same value as tfd.kl_divergence between the two
+    Normals, with fewer element-wise passes over the weights. The prior's
+    parameters broadcast against the weights (scalars or weight-shaped).
+    """
+    s0 = tf.cast(prior_scale, scale.dtype)
+    m0 = tf.cast(prior_loc, loc.dtype)
+    ratio = tf.square(scale / s0) + tf.square((loc - m0) / s0)
+    log_ratio = tf.math.log(scale / s0)
+    if log_ratio.shape != ratio.shape:  # e.g. one scale for a whole tensor
+        log_ratio = tf.broadcast_to(log_ratio, tf.shape(ratio))
+    return 0.5 * tf.reduce_sum(ratio - 1.0) - tf.reduce_sum(log_ratio)
+
+
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class Prior(ConfigObject):
-    """Base class of weight priors.
+    """Base class of weight priors (the contract is in the module docstring).
 
-    Subclasses implement `element_distribution(dtype)` and `get_config()`.
-    `has_analytic_kl` says whether TFP has a closed-form KL divergence from
-    a Normal posterior to this prior.
+    Subclasses implement `element_distribution(dtype)` and `get_config()`;
+    a prior with variables also implements `build`. `has_analytic_kl` says
+    whether there is a closed-form KL divergence from a Normal posterior to
+    this prior (`kl_from_normal`).
     """
 
     has_analytic_kl = False
+
+    def build(self, layer, name, shape):
+        """The prior of one weight tensor of `shape` in `layer`.
+
+        A prior with variables creates them with `layer.add_weight` (names
+        starting with `name`) and returns a copy of itself holding them; this
+        default, for priors without variables, returns the prior itself.
+        """
+        del layer, name, shape
+        return self
 
     def element_distribution(self, dtype="float32"):
         raise NotImplementedError
@@ -45,10 +114,11 @@ class Prior(ConfigObject):
 
     def distribution(self, shape, dtype="float32"):
         """The prior over a whole weight tensor of `shape` (for inspection)."""
-        return tfd.Sample(
-            self.element_distribution(dtype), sample_shape=tuple(shape)
-        )
-
+        element = self.element_distribution(dtype)
+        rank = element.batch_shape.rank
+        if rank:  # per-weight parameters: the batch already has the weight shape
+            return tfd.Independent(element, reinterpreted_batch_ndims=rank)
+        return tfd.Sample(element, sample_shape=tuple(shape))
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -77,12 +147,7 @@ class NormalPrior(Prior):
         )
 
     def kl_from_normal(self, loc, scale):
-        # seed 003, eq. (1); the same value as tfd.kl_divergence between the
-        # two Normals, with fewer element-wise passes over the weights.
-        s0 = tf.cast(self.scale, scale.dtype)
-        m0 = tf.cast(self.loc, loc.dtype)
-        ratio = tf.square(scale / s0) + tf.square((loc - m0) / s0)
-        return 0.5 * tf.reduce_sum(ratio - 1.0) - tf.reduce_sum(tf.math.log(scale / s0))
+        return _normal_kl(loc, scale, self.loc, self.scale)
 
     def get_config(self):
         return {"loc": self.loc, "scale": self.scale}
@@ -136,13 +201,104 @@ class ScaleMixturePrior(Prior):
         return {"pi": self.pi, "sigma1": self.sigma1, "sigma2": self.sigma2}
 
 
-_PRIORS = {"normal": NormalPrior, "scale_mixture": ScaleMixturePrior}
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class TrainableNormalPrior(Prior):
+    """Gaussian prior N(loc, scale^2) whose parameters are learned (empirical Bayes).
+
+    `build` adds the prior's variables to the layer that uses it: `loc`
+    (`<name>_loc`) and, with `trainable_scale`, an unconstrained `rho`
+    (`<name>_rho`, scale = softplus(rho)), one per weight (`per_weight`) or
+    one scalar each for the whole tensor. They train with `fit` like the
+    posterior's parameters: the KL(q || p_phi) in the loss has a gradient to
+    phi, and they are saved with the model.
+
+    `TrainableNormalPrior()` is TFP's `prior_trainable` from its regression
+    tutorial: a per-weight loc initialised at 0 and the scale fixed at 1.
+
+    Args:
+        loc_initializer: Keras initializer of `loc` (name, instance or config).
+        scale: the fixed scale, or the initial one with `trainable_scale`; > 0.
+        trainable_scale: learn the scale too.
+        per_weight: one loc (and scale) per weight; False for one per tensor.
+
+    Example:
+    >>> layer = tfp_bnn.layers.DenseVariational(
+    ...     8, prior=TrainableNormalPrior(trainable_scale=True), kl_weight=1 / 1000)
+    """
+
+    has_analytic_kl = True
+
+    def __init__(self, loc_initializer="zeros", scale=1.0, trainable_scale=False,
+                 per_weight=True):
+        try:
+            self.loc_initializer = keras.initializers.get(loc_initializer)
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"`loc_initializer` must be a Keras initializer, got {loc_initializer!r}."
+            ) from None
+        self.scale = _check_positive("scale", scale)
+        for name, value in (("trainable_scale", trainable_scale), ("per_weight", per_weight)):
+            if not isinstance(value, bool):
+                raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+        self.trainable_scale = trainable_scale
+        self.per_weight = per_weight
+        self.variables = None  # (loc, rho or None) on the copy `build` returns
+
+    def build(self, layer, name, shape):
+        built = TrainableNormalPrior(**self.get_config())
+        shape = tuple(shape) if self.per_weight else ()
+        loc = layer.add_weight(name=f"{name}_loc", shape=shape,
+                               initializer=self.loc_initializer, trainable=True)
+        rho = None
+        if self.trainable_scale:
+            rho = layer.add_weight(
+                name=f"{name}_rho", shape=shape, trainable=True,
+                initializer=keras.initializers.Constant(math.log(math.expm1(self.scale))),
+            )
+        built.variables = (loc, rho)
+        return built
+
+    def loc_scale(self, dtype="float32"):
+        """The prior's (loc, scale) tensors: scalars or weight-shaped."""
+        if self.variables is None:
+            raise ValueError(
+                "TrainableNormalPrior has no variables yet: use the prior that "
+                "`build(layer, name, shape)` returns (a built layer's prior)."
+            )
+        loc, rho = self.variables
+        loc = tf.cast(tf.convert_to_tensor(loc), dtype)
+        scale = tf.constant(self.scale, dtype) if rho is None else tf.cast(
+            tf.nn.softplus(tf.convert_to_tensor(rho)), dtype)
+        return loc, scale
+
+    def element_distribution(self, dtype="float32"):
+        return tfd.Normal(*self.loc_scale(dtype))
+
+    def kl_from_normal(self, loc, scale):
+        return _normal_kl(loc, scale, *self.loc_scale(loc.dtype))
+
+    def get_config(self):
+        return {
+            "loc_initializer": keras.initializers.serialize(self.loc_initializer),
+            "scale": self.scale,
+            "trainable_scale": self.trainable_scale,
+            "per_weight": self.per_weight,
+        }
+
+    def __hash__(self):
+        return hash((type(self).__name__, repr(sorted(self.get_config().items()))))
+
+
+_PRIORS = {"normal": NormalPrior, "scale_mixture": ScaleMixturePrior,
+           "trainable_normal": TrainableNormalPrior}
+
 
 
 def get(identifier):
     """Resolves `identifier` to a `Prior`.
 
     Accepts a `Prior`, `None` (the N(0, 1) default), a name from
-    `{"normal", "scale_mixture"}` (default arguments), or a serialized dict.
+    `{"normal", "scale_mixture", "trainable_normal"}` (default arguments), or
+    a serialized dict.
     """
     return resolve(identifier, Prior, _PRIORS, "prior", default=NormalPrior)

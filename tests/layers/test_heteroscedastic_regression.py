@@ -29,7 +29,7 @@ def _model(head, features=3):
 @pytest.mark.parametrize("units", [1, 3])
 @pytest.mark.parametrize("input_shape", [(5, 4), (2, 3, 4)])
 def test_output_shape_and_layout(units, input_shape):
-    head = HeteroscedasticRegression(units)
+    head = HeteroscedasticRegression(units, parameterization="log_variance")
     symbolic = head(keras.Input(input_shape[1:], batch_size=input_shape[0]))
     expected = (*input_shape[:-1], 2 * units)
     assert tuple(symbolic.shape) == expected == head.compute_output_shape(input_shape)
@@ -149,7 +149,7 @@ def test_learns_noise_that_grows_with_abs_x():
 )
 def test_bounds_keep_log_variance_inside(low, high):
     head = HeteroscedasticRegression(1, min_log_variance=low, max_log_variance=high,
-                                     kernel_initializer="ones")
+                                     kernel_initializer="ones", parameterization="log_variance")
     x = np.float32([[-1e4], [-30.0], [-0.5], [0.0], [0.7], [30.0], [1e4]])
     out = keras.ops.convert_to_numpy(head(x))
     raw = x[:, 0]  # kernel 1, bias 0: the raw log variance is x
@@ -176,7 +176,8 @@ def test_bounds_keep_log_variance_inside(low, high):
 
 @pytest.mark.parametrize("log_var", [-50.0, 50.0])
 def test_extreme_log_variance_gives_finite_loss_and_gradients(log_var):
-    head = HeteroscedasticRegression(1, kernel_initializer="zeros")
+    head = HeteroscedasticRegression(1, kernel_initializer="zeros",
+                                     parameterization="log_variance")
     head.build((None, 2))
     head.projection_layer.bias.assign([0.0, log_var])
     x, y = _x((8, 2), 5), _x((8, 1), 6) * 3.0
@@ -235,6 +236,8 @@ def test_split_rejects_an_odd_last_axis():
         ({"units": 1, "activation": "relu"}, "activation"),
         ({"units": 1, "seed": 3}, "seed"),  # keras Dense takes no seed
         ({"units": 1, "projection": "flipout", "kl_weight": -1.0}, "kl_weight"),
+        ({"units": 1, "parameterization": "softplus"}, "parameterization"),
+        ({"units": 1, "min_log_variance": -150.0}, "min_log_variance"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(kwargs, argument):
@@ -243,3 +246,108 @@ def test_bad_arguments_raise_value_error_naming_them(kwargs, argument):
     value = kwargs.get(argument)
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         assert repr(value) in str(info.value) or str(value) in str(info.value)
+
+
+# -- the "scale" parameterization (the default) ---------------------------------
+
+def _softplus64(r):
+    return np.logaddexp(0.0, np.asarray(r, np.float64))
+
+
+@pytest.mark.parametrize("low, high", [(None, None), (-8.0, None), (None, 3.0)],
+                         ids=["default", "min", "max"])
+def test_scale_parameterization_is_the_documented_map_and_finite(low, high):
+    head = HeteroscedasticRegression(1, min_log_variance=low, max_log_variance=high)
+    head.build((None, 1))
+    # Kernel [1, 0] after build (the noise column starts at 0); set it to [1, 1]
+    # so that the raw values are x itself.
+    head.projection_layer.kernel.assign([[1.0, 1.0]])
+    x = np.float32([[-3e38], [-1e4], [-30.0], [-0.5], [0.0], [0.7], [30.0], [1e4], [3e38]])
+    out = keras.ops.convert_to_numpy(head(x))
+    assert np.all(np.isfinite(out[1:-1])) and not np.any(np.isnan(out))
+    np.testing.assert_array_equal(out[:, 0], x[:, 0])
+    floor = 1e-3 if low is None else math.exp(low / 2)
+    s = 2.0 * np.log(floor + _softplus64(x[1:-1, 0]))
+    if high is not None:
+        s = high - _softplus64(high - s)
+    np.testing.assert_allclose(out[1:-1, 1], s, rtol=1e-5, atol=1e-5)
+    assert np.all(out[:, 1] >= 2.0 * math.log(floor) - 1e-5)
+    if high is not None:
+        assert np.all(out[:, 1] <= high)
+
+
+@pytest.mark.parametrize("projection", ["dense", "flipout"])
+def test_noise_columns_start_at_zero_only_for_the_scale_parameterization(projection):
+    def kernel(head):
+        head.build((None, 4))
+        layer = head.projection_layer
+        return (layer.kernel if projection == "dense" else layer.kernel_params[0]).numpy()
+
+    scale = kernel(HeteroscedasticRegression(2, projection=projection))
+    assert np.all(scale[:, 2:] == 0) and np.all(scale[:, :2] != 0)
+    raw = kernel(HeteroscedasticRegression(2, projection=projection,
+                                           parameterization="log_variance"))
+    assert np.all(raw != 0)
+
+
+def test_configs_without_parameterization_load_as_log_variance():
+    head = HeteroscedasticRegression(1)
+    config = head.get_config()
+    assert config["parameterization"] == "scale"
+    del config["parameterization"]  # as written before the argument existed
+    assert HeteroscedasticRegression.from_config(config).parameterization == "log_variance"
+
+
+@pytest.fixture(scope="module")
+def raw_concrete():
+    """The concrete table unstandardized: inputs up to ~1100, targets ~2-83 MPa."""
+    from tfp_bnn.data.uci import load_concrete  # noqa: PLC0415
+
+    x, y = load_concrete()
+    assert x.max() > 1000 and y.max() > 80
+    return x, y
+
+
+@pytest.mark.parametrize("projection", ["dense", "flipout"])
+def test_trains_on_unstandardized_data_without_nan(raw_concrete, projection):
+    """Raw concrete, as tutorials feed it; s = r (the old default) overflowed here.
+
+    The first epoch starts with residuals of hundreds against sigma ~ 0.7;
+    after it the NLL must fall every epoch (Adam, lr 1e-3, seeded).
+    """
+    x, y = raw_concrete
+    keras.utils.set_random_seed(0)
+    extra = {"kl_weight": 1.0 / len(x), "seed": 1} if projection == "flipout" else {}
+    head = HeteroscedasticRegression(1, projection=projection, **extra)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(50, activation="relu"),
+                              head])
+    model.compile(keras.optimizers.Adam(1e-3), GaussianNLL(),
+                  metrics=[tfp_bnn.metrics.MeanRMSE()])
+    history = model.fit(x, y, batch_size=32, epochs=5, verbose=0).history
+    loss = np.array(history["loss"])
+    assert np.all(np.isfinite(loss)), loss
+    assert loss[-1] < loss[0], loss
+    out = model.predict(x, verbose=0)
+    assert np.all(np.isfinite(out))
+    if projection == "dense":
+        assert np.all(np.diff(loss) < 0), loss
+        # A Gaussian of the targets' own spread (std 16.7) has NLL ~ 4.2.
+        assert loss[-1] < 10.0, loss
+
+
+def test_mixed_float16_head_is_finite_for_large_finite_inputs(mixed_float16):
+    head = HeteroscedasticRegression(1, kernel_initializer="ones")
+    x = np.full((4, 64), 6e4, "float16")  # finite in float16; sums are 3.8e6
+    out = head(x)
+    assert out.dtype == tf.float32
+    assert np.all(np.isfinite(out.numpy()))
+    np.testing.assert_allclose(out.numpy()[:, 0], 64 * 6e4, rtol=1e-3)
+    y = tf.constant(np.full((4, 1), 100.0, "float32"))
+    with tf.GradientTape() as tape:
+        loss = GaussianNLL()(y, head(x))
+    grads = tape.gradient(loss, head.trainable_variables)
+    assert np.isfinite(float(loss))
+    assert all(np.all(np.isfinite(g.numpy())) for g in grads)
+    # What the head avoids: a float16 projection of the same features overflows.
+    plain = keras.layers.Dense(2, kernel_initializer="ones")
+    assert not np.all(np.isfinite(keras.ops.convert_to_numpy(plain(x))))

@@ -278,7 +278,7 @@ def test_heteroscedastic_classification_extreme_logits_and_variances(projection,
 def _regression_head(projection, rho, log_var, **kwargs):
     extra = {} if projection == "dense" else {"kl_weight": 0.1}
     head = HeteroscedasticRegression(1, projection=projection, kernel_initializer="zeros",
-                                     **extra, **kwargs)
+                                     parameterization="log_variance", **extra, **kwargs)
     head.build((None, 3))
     head.projection_layer.bias.assign([0.0, log_var])
     if rho is not None:

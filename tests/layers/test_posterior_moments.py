@@ -24,7 +24,7 @@ def test_moments_are_loc_and_softplus_rho_squared(cls):
     np.testing.assert_allclose(bias_var, tf.nn.softplus(bias_rho).numpy() ** 2, rtol=1e-6)
     assert bias_loc.shape == (3,)
     # The variances are the posterior's: compare with the distribution itself.
-    np.testing.assert_allclose(kernel_var, layer.kernel_posterior().variance().numpy(),
+    np.testing.assert_allclose(kernel_var, layer.kernel_posterior.variance().numpy(),
                                rtol=1e-5)
 
 

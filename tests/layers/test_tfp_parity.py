@@ -203,12 +203,12 @@ def test_same_posterior_scale_and_bias(kind):
     # Guards the comparison below: both layers must hold the same q(w).
     p = _params()
     ours, theirs = _build_ours(kind, p), _build_theirs(kind, p)
-    ours_scale = ours.kernel_posterior().distribution.scale.numpy()
+    ours_scale = ours.kernel_posterior.distribution.scale.numpy()
     theirs_scale = tf.convert_to_tensor(theirs.kernel_posterior.distribution.scale).numpy()
     np.testing.assert_allclose(ours_scale, p["sigma"], rtol=1e-6)
     np.testing.assert_allclose(theirs_scale, p["sigma"], rtol=1e-6)
     np.testing.assert_allclose(
-        ours.kernel_posterior().distribution.loc.numpy(),
+        ours.kernel_posterior.distribution.loc.numpy(),
         theirs.kernel_posterior.distribution.loc.numpy(),
         rtol=0,
         atol=0,

@@ -1,6 +1,7 @@
 """Callback that sets the KL weight of every variational layer during `fit`."""
 
 import keras
+import tensorflow as tf
 
 from tfp_bnn.callbacks import kl_schedules
 from tfp_bnn.modes import kl_layers
@@ -9,10 +10,11 @@ from tfp_bnn.modes import kl_layers
 def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
     """Sums per-layer KL entries of `logs` into `kl` and adds `data_loss`.
 
-    Each variational layer reports `<layer>_kl`: the batch-averaged
-    kl_weight * KL it added to the loss. The sum is the model's KL term, and
-    `loss - kl` is the data term, so both are visible in the history, for
-    training entries and for their `val_` counterparts.
+    `<layer>_kl` is the batch-averaged kl_weight * KL that layer added to the
+    loss (its `kl_tracker`, which `KLScheduler` writes into the logs). The
+    sum is the model's KL term, and `loss - kl` is the data term, so both are
+    visible in the history, for training entries and for their `val_`
+    counterparts.
     """
     for prefix in ("", "val_"):
         keys = [f"{prefix}{name}_kl" for name in layer_names]
@@ -34,9 +36,12 @@ class KLScheduler(keras.callbacks.Callback):
     The weights live in non-trainable variables, so the new value is read by
     the compiled training step (a Python float would be frozen into the
     traced function). The logs gain `kl` (the KL term kl_weight * KL as it
-    entered the loss), `data_loss` (= loss - kl) and `kl_weight`, for the
-    history, the progress bar and TensorBoard; put this callback before
-    other callbacks that read logs.
+    entered the loss), `data_loss` (= loss - kl) and `kl_weight`, and with
+    validation data `val_kl` and `val_data_loss`, for the history, the
+    progress bar and TensorBoard; put this callback before other callbacks
+    that read logs. What `evaluate`, `train_on_batch` and `test_on_batch`
+    return is untouched: the same values as for a model of
+    `keras.layers.Dense` layers with the same `compile` arguments.
 
     Note: with `steps_per_execution > 1` Keras calls batch hooks once per
     execution, so the weight changes at that granularity.
@@ -60,15 +65,22 @@ class KLScheduler(keras.callbacks.Callback):
         self.schedule = kl_schedules.get(schedule)
         self.per_layer_kl = bool(per_layer_kl)
         self._layers = []
+        self._trackers = []
+        self._reader = None
         self._last_value = None
         self._steps_per_epoch = None
         self._epoch = 0
+        self._in_fit = False
+        self._train_kl = self._val_kl = None
 
     def set_model(self, model):
         super().set_model(model)
         self._layers = kl_layers(model)
         for layer in self._layers:
             layer._kl_weight_managed = True
+        self._trackers = [(layer.name, layer.kl_tracker) for layer in self._layers
+                          if hasattr(layer, "kl_tracker")]
+        self._reader = None
         self._last_value = None
 
     def on_train_begin(self, logs=None):
@@ -83,9 +95,15 @@ class KLScheduler(keras.callbacks.Callback):
                 "`steps_per_epoch` to fit() for a dataset of unknown length."
             )
         self._steps_per_epoch = steps
+        self._in_fit = True
+
+    def on_train_end(self, logs=None):
+        self._in_fit = False
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+        self._reset_trackers()
+        self._train_kl = self._val_kl = None
 
     def current_weight(self, batch):
         factor = self.schedule.factor(self._epoch, batch, self._steps_per_epoch)
@@ -98,20 +116,58 @@ class KLScheduler(keras.callbacks.Callback):
                 layer.kl_weight.assign(value)
             self._last_value = value
 
-    def _names(self):
-        return [layer.name for layer in self._layers]
+    # -- the KL entries of the logs ------------------------------------------------
+    # The layers' trackers are not Keras metrics (tfp_bnn/layers/kl_tracking.py),
+    # so `evaluate` and friends return what they return for plain Keras layers;
+    # this callback resets them when Keras resets its metrics and reads them
+    # into the logs it hands on.
+    def _reset_trackers(self):
+        for _, tracker in self._trackers:
+            tracker.reset_state()
+
+    def _read_trackers(self):
+        """{layer name: batch-size-weighted mean of its KL term} since the last reset."""
+        if not self._trackers:
+            return {}
+        if self._reader is None:
+            trackers = [tracker for _, tracker in self._trackers]
+            # One call per batch instead of one small op per layer; outside any
+            # replica context, so on-read variables sum over replicas.
+            self._reader = tf.function(lambda: tf.stack([t.result() for t in trackers]))
+        totals = {}
+        for (name, _), value in zip(self._trackers, self._reader().numpy().tolist()):
+            totals[name] = totals.get(name, 0.0) + value  # equal names in nested models
+        return totals
+
+    def _write(self, logs, values, prefix=""):
+        for name, value in values.items():
+            logs[f"{prefix}{name}_kl"] = value
+        consolidate_kl_logs(logs, [name for name, _ in self._trackers], self.per_layer_kl)
 
     def on_train_batch_end(self, batch, logs=None):
         if logs is not None:
-            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+            self._write(logs, self._read_trackers())
+
+    def on_test_begin(self, logs=None):
+        if self._in_fit:  # validation within fit: keep the epoch's training values
+            self._train_kl = self._read_trackers()
+        self._reset_trackers()
 
     def on_test_batch_end(self, batch, logs=None):
         if logs is not None:
-            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+            self._write(logs, self._read_trackers())
+
+    def on_test_end(self, logs=None):
+        # The logs here are what `evaluate` returns: left as Keras made them.
+        if self._in_fit:
+            self._val_kl = self._read_trackers()
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            consolidate_kl_logs(logs, self._names(), self.per_layer_kl)
+            train = self._train_kl if self._train_kl is not None else self._read_trackers()
+            self._write(logs, train)
+            if self._val_kl is not None and "val_loss" in logs:
+                self._write(logs, self._val_kl, prefix="val_")
             logs["kl_weight"] = float(self._last_value) if self._last_value is not None else None
 
     def get_config(self):

@@ -9,6 +9,7 @@ from tfp_bnn.layers.conv2d_reparameterization import Conv2DReparameterization
 from tfp_bnn.layers.dense_flipout import DenseFlipout
 from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameterization
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
+from tfp_bnn.layers.dense_variational import DenseVariational
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
 from tfp_bnn.layers.homoscedastic_noise import HomoscedasticNoise
@@ -27,6 +28,7 @@ __all__ = [
     "DenseFlipout",
     "DenseLocalReparameterization",
     "DenseReparameterization",
+    "DenseVariational",
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
     "HomoscedasticNoise",

@@ -28,7 +28,9 @@ from keras import ops
 
 from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
+from tfp_bnn._tfp_names import reject_tfp_arguments
 from tfp_bnn import priors as priors_lib
+from tfp_bnn.layers.kl_tracking import KLTracking
 from tfp_bnn.layers.shapes import set_weight_arguments
 from tfp_bnn.layers.shapes import weight_arguments_config
 from tfp_bnn.layers.tracing import flag as _flag
@@ -54,7 +56,7 @@ def _float32_variables():
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class BayesianLayer(keras.layers.Layer):
+class BayesianLayer(KLTracking, keras.layers.Layer):
     """Base class of tfp_bnn's variational layers.
 
     Args:
@@ -100,6 +102,8 @@ class BayesianLayer(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        # Before Keras, whose error would only say "Unrecognized keyword arguments".
+        reject_tfp_arguments(type(self).__name__, kwargs)
         # Variables stay float32 inside call under mixed precision (see
         # `_float32_variables`): the layer casts what enters the forward pass,
         # and KL terms stay float32.
@@ -147,11 +151,15 @@ class BayesianLayer(keras.layers.Layer):
             initializer="ones",
             trainable=False,
         )
-        self.kl_tracker = keras.metrics.Mean(name=f"{self.name}_kl")
+        self._create_kl_tracker()
         self._warned_unset_kl_weight = False
         self.kernel_params = None
         self.bias_params = None
         self.bias = None
+        # What `prior.build` returned for the kernel and the Bayesian bias
+        # (the prior itself, or a copy holding the prior's variables).
+        self._kernel_prior_built = None
+        self._bias_prior_built = None
 
     # -- construction helpers -------------------------------------------------
     def _require_location_scale(self):
@@ -171,6 +179,7 @@ class BayesianLayer(keras.layers.Layer):
             constraint=self.kernel_constraint,
             seed=self.seed,
         )
+        self._kernel_prior_built = self.prior.build(self, "kernel_prior", kernel_shape)
         if not self.use_bias:
             return
         if self.bayesian_bias:
@@ -183,6 +192,7 @@ class BayesianLayer(keras.layers.Layer):
                 constraint=self.bias_constraint,
                 seed=None if self.seed is None else self.seed + 2,
             )
+            self._bias_prior_built = self.prior.build(self, "bias_prior", bias_shape)
         else:
             self.bias = self.add_weight(
                 name="bias",
@@ -194,27 +204,46 @@ class BayesianLayer(keras.layers.Layer):
                 constraint=self.bias_constraint,
             )
 
-    # -- inspection -----------------------------------------------------------
+    # -- inspection (attributes, as in tfp.layers) -----------------------------
+    # Properties, not methods: ported code reads `layer.kernel_posterior.mean()`
+    # and `layer.kernel_posterior.distribution.scale` as with TFP. Each read
+    # builds the distribution from the current variables; None before `build`.
+    @property
     def kernel_posterior(self):
-        """q(kernel) as a TFP distribution with event shape = kernel shape."""
+        """q(kernel), a `tfd.Distribution` with event shape = kernel shape (None unbuilt)."""
+        if self.kernel_params is None:
+            return None
         dist = self.posterior.distribution(self.posterior.prepare(self.kernel_params))
         return tfd.Independent(dist, reinterpreted_batch_ndims=len(dist.batch_shape))
 
+    @property
     def kernel_prior(self):
-        """p(kernel) as a TFP distribution with event shape = kernel shape."""
-        return self.prior.distribution(self.kernel_params[0].shape)
+        """p(kernel), a `tfd.Distribution` with event shape = kernel shape (None unbuilt)."""
+        if self.kernel_params is None:
+            return None
+        return self._prior_for(self.kernel_params).distribution(self.kernel_params[0].shape)
 
+    @property
     def bias_posterior(self):
-        """q(bias), or None when the bias is deterministic or absent."""
-        if self.bias_params is None:
-            return None
-        dist = self.posterior.distribution(self.posterior.prepare(self.bias_params))
-        return tfd.Independent(dist, reinterpreted_batch_ndims=1)
+        """q(bias): Normal-like with `bayesian_bias=True`, else a point mass as in TFP.
 
+        A deterministic bias is `Independent(Deterministic(bias))` (TFP's
+        default `is_singular=True` posterior); None without a bias or unbuilt.
+        """
+        if self.bias_params is not None:
+            dist = self.posterior.distribution(self.posterior.prepare(self.bias_params))
+            return tfd.Independent(dist, reinterpreted_batch_ndims=1)
+        if self.bias is None:
+            return None
+        return tfd.Independent(tfd.Deterministic(tf.convert_to_tensor(self.bias)),
+                               reinterpreted_batch_ndims=1)
+
+    @property
     def bias_prior(self):
+        """p(bias) with `bayesian_bias=True`; None otherwise (TFP's bias_prior_fn=None)."""
         if self.bias_params is None:
             return None
-        return self.prior.distribution(self.bias_params[0].shape)
+        return self._prior_for(self.bias_params).distribution(self.bias_params[0].shape)
 
     def posterior_moments(self):
         """Means and variances of the weights, for sampling-free propagation.
@@ -291,10 +320,17 @@ class BayesianLayer(keras.layers.Layer):
 
     def _draw(self, params, seed, with_noise=True):
         """The posterior's draw for this call, with the closed-form KL if used."""
-        prior = self.prior if self._use_analytic_kl() else None
-        return self.posterior.draw(
+        weight_prior = self._prior_for(params)
+        prior = weight_prior if self._use_analytic_kl() else None
+        draw = self.posterior.draw(
             params, seed, self.compute_dtype, prior, with_noise=with_noise or prior is None
         )
+        return draw._replace(prior=weight_prior)
+
+    def _prior_for(self, params):
+        """The prior of the weights `params` parameterize (see `Prior.build`)."""
+        built = self._bias_prior_built if params is self.bias_params else self._kernel_prior_built
+        return self.prior if built is None else built
 
     def _call_seeds(self):
         """Seeds for this call's draws: kernel, bias, and two for the layer's own use."""
@@ -316,11 +352,14 @@ class BayesianLayer(keras.layers.Layer):
             return draw.kl
         mean = tf.cast(self.posterior.mean(draw.prepared), "float32")
         sample = mean + tf.cast(draw.perturbation, "float32")
-        p = self.prior.element_distribution("float32")
+        p = (draw.prior or self.prior).element_distribution("float32")
         if draw.log_prob is not None:  # log q of the sample, computed by the posterior
             return draw.log_prob - tf.reduce_sum(p.log_prob(sample))
-        q = self.posterior.distribution(draw.prepared)
-        return tf.reduce_sum(q.log_prob(sample) - p.log_prob(sample))
+        log_q = self.posterior.distribution(draw.prepared).log_prob(sample)
+        log_p = p.log_prob(sample)
+        if log_q.shape == log_p.shape:  # element-wise q: difference first, less cancellation
+            return tf.reduce_sum(log_q - log_p)
+        return tf.reduce_sum(log_q) - tf.reduce_sum(log_p)  # q joint over the weights
 
     def _add_kl(self, inputs, training, kernel_draw, bias_draw):
         """Adds kl_weight * KL to the layer's losses and its tracker."""
@@ -348,7 +387,7 @@ class BayesianLayer(keras.layers.Layer):
     def _tracked_penalty(self, kl, batch_size):
         """kl_weight * kl, logged in this layer's `kl` tracker for `batch_size` rows."""
         penalty = self.kl_weight * kl
-        self.kl_tracker.update_state(penalty, sample_weight=tf.cast(batch_size, "float32"))
+        self._record_kl(penalty, batch_size)
         return penalty
 
     def kl_penalty(self, batch_size):

@@ -9,6 +9,7 @@ implements. This head is the last layer of such a network.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from tfp_bnn.layers.dense_flipout import DenseFlipout
@@ -74,6 +75,13 @@ def _projection_kwargs_config(layer, projection_kwargs):
     return config
 
 
+PARAMETERIZATIONS = ("scale", "log_variance")
+# sigma >= 1e-3 by default under "scale": s >= 2 log(1e-3) ~ -13.8.
+_DEFAULT_MIN_SCALE = 1e-3
+# exp(-100 / 2) ~ 2e-22: smaller floors vanish next to float32 softplus values.
+_SMALLEST_MIN_LOG_VARIANCE = -100.0
+
+
 def _check_bound(value, argument):
     if value is None:
         return None
@@ -124,33 +132,61 @@ def split_mean_log_variance(outputs):
 class HeteroscedasticRegression(keras.layers.Layer):
     """Heteroscedastic regression head: a mean and s = log sigma^2 per output.
 
-    One inner projection maps the features to 2 * units values, read as
-    means and raw log variances (seed 004, eq. 64). Unbounded s, the default,
-    is Kendall and Gal's parameterization. Optional soft bounds keep s in a
-    range with nonzero gradients everywhere:
+    One inner projection maps the features to 2 * units raw values: the
+    means, then one raw noise value r per output, turned into s = log sigma^2
+    (seed 004, eq. 64) by `parameterization`:
 
-        min and max:  s = min + (max - min) * sigmoid(raw)
-        min only:     s = min + softplus(raw)
-        max only:     s = max - softplus(-raw)
+        "scale" (default):   sigma = sigma_min + softplus(r),  s = 2 log sigma
+        "log_variance":      s = r   (Kendall and Gal's unbounded s)
+
+    Why "scale" is the default: with unstandardized data (targets in the
+    hundreds, inputs in the thousands, as in most tutorials) the raw values
+    start at +-1000 and move by tens per Adam step; read as s = r that is
+    exp(+-1000) and the NLL overflows to inf and NaN. Read as a standard
+    deviation, r moves sigma on the scale of the targets, as it moves the
+    mean; sigma >= sigma_min keeps exp(-s) <= 1 / sigma_min^2, so the NLL and
+    its gradients are finite for every finite input. On standardized data
+    both train alike. The raw noise columns of the projection's kernel (its
+    posterior mean for a Bayesian projection) start at zero, so the head
+    starts homoscedastic at sigma = sigma_min + softplus(bias) rather than
+    with an input-dependent sigma of the inputs' arbitrary scale. Models
+    saved before this option existed load with "log_variance", as trained.
+    A Bayesian projection stays finite on such data too, but its weight
+    noise grows with the features (noise std ~ weight std * |features|), so
+    it trains slowly until the inputs are standardized.
+
+    Soft bounds on s, with nonzero gradients everywhere:
+
+        "scale":         sigma_min = exp(min_log_variance / 2)  (default 1e-3);
+                         with max:  s = max - softplus(max - s)
+        "log_variance":  min and max:  s = min + (max - min) * sigmoid(r)
+                         min only:     s = min + softplus(r)
+                         max only:     s = max - softplus(-r)
+
+    Under a mixed-precision policy the head computes in float32 and returns
+    float32, as Keras advises for output layers: a float16 projection
+    overflows from 65504 and exp(s) from s ~ 11.
 
     Train with `tfp_bnn.losses.GaussianNLL` (eq. 66 plus its constant) when
-    units == 1; for units > 1 see `split_mean_log_variance`. A Bayesian
-    projection adds its KL term through `add_loss`; it appears in the
-    model's `losses` and thus in the fitted objective,
-    mean NLL + kl_weight * KL with kl_weight = 1/N.
+    units == 1; for units > 1 see `split_mean_log_variance`; score the mean
+    with `tfp_bnn.metrics.MeanRMSE`. A Bayesian projection adds its KL term
+    through `add_loss`; it appears in the model's `losses` and thus in the
+    fitted objective, mean NLL + kl_weight * KL with kl_weight = 1/N.
 
     Args:
         units: positive int, the number of regression outputs.
         projection: "dense" (`keras.layers.Dense`), "flipout"
             (`tfp_bnn.layers.DenseFlipout`) or "reparameterization"
             (`tfp_bnn.layers.DenseReparameterization`).
-        min_log_variance: finite number or None, the lower bound of s.
+        min_log_variance: finite number or None, the lower bound of s; under
+            "scale" at least -100 (None: 2 log 1e-3).
         max_log_variance: finite number or None, the upper bound of s;
             must exceed `min_log_variance` when both are given.
+        parameterization: "scale" (default) or "log_variance", see above.
         **projection_kwargs: passed to the projection (kernel_initializer,
             use_bias, kl_weight, prior, posterior, seed, ...), except
             `units` and `activation`, which the head fixes. `name`, `dtype`
-            and `trainable` belong to the head (dtype is shared).
+            and `trainable` belong to the head.
 
     Call arguments:
         inputs: tensor of rank >= 2, last axis the features.
@@ -158,25 +194,42 @@ class HeteroscedasticRegression(keras.layers.Layer):
 
     Returns:
         Tensor of shape `inputs.shape[:-1] + (2 * units,)`:
-        [means (units), log variances (units)].
+        [means (units), log variances (units)], in the compute dtype (float32
+        under mixed precision).
 
     Example:
     >>> model = keras.Sequential([keras.Input((8,)),
     ...                           keras.layers.Dense(32, activation="relu"),
     ...                           HeteroscedasticRegression(1, projection="flipout",
     ...                                                     kl_weight=1.0 / n)])
-    >>> model.compile(optimizer="adam", loss=tfp_bnn.losses.GaussianNLL())
+    >>> model.compile(optimizer="adam", loss=tfp_bnn.losses.GaussianNLL(),
+    ...               metrics=[tfp_bnn.metrics.MeanRMSE()])
     """
 
     def __init__(self, units, projection="dense", min_log_variance=None,
-                 max_log_variance=None, **kwargs):
+                 max_log_variance=None, parameterization="scale", **kwargs):
         own, projection_kwargs = _split_layer_kwargs(kwargs)
         super().__init__(**own)
+        # Inputs reach the float32 projection uncast: a float16 cast of
+        # finite float32 features could overflow before the head sees them.
+        self.autocast = False
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
             raise ValueError(f"`units` must be a positive int, got {units!r}.")
+        if parameterization not in PARAMETERIZATIONS:
+            raise ValueError(
+                f"`parameterization` must be one of {PARAMETERIZATIONS}, got "
+                f"{parameterization!r}."
+            )
         self.units = units
+        self.parameterization = parameterization
         self.min_log_variance = _check_bound(min_log_variance, "min_log_variance")
         self.max_log_variance = _check_bound(max_log_variance, "max_log_variance")
+        if (parameterization == "scale" and self.min_log_variance is not None
+                and self.min_log_variance < _SMALLEST_MIN_LOG_VARIANCE):
+            raise ValueError(
+                f"`min_log_variance` must be >= {_SMALLEST_MIN_LOG_VARIANCE} with "
+                f"parameterization='scale', got {min_log_variance!r}."
+            )
         if (self.min_log_variance is not None and self.max_log_variance is not None
                 and not self.min_log_variance < self.max_log_variance):
             raise ValueError(
@@ -185,17 +238,38 @@ class HeteroscedasticRegression(keras.layers.Layer):
                 f"max_log_variance={max_log_variance!r}."
             )
         self.projection = projection
-        self.projection_layer = _make_projection(
-            projection, 2 * units, self.dtype_policy, projection_kwargs
-        )
+        # The projection computes in float32 whatever the head's policy.
+        policy = self.dtype_policy
+        if policy.compute_dtype != policy.variable_dtype:
+            policy = keras.DTypePolicy(policy.variable_dtype)
+        self.projection_layer = _make_projection(projection, 2 * units, policy,
+                                                 projection_kwargs)
         self._projection_kwargs = projection_kwargs
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
 
     def build(self, input_shape):
         self.projection_layer.build(input_shape)
+        if self.parameterization == "scale":
+            self._zero_noise_columns()
 
-    def _bound(self, raw):
+    def _zero_noise_columns(self):
+        """Sets the kernel (posterior mean) columns of the raw noise values to 0."""
+        layer = self.projection_layer
+        kernel = getattr(layer, "kernel_params", None)
+        kernel = layer.kernel if kernel is None else kernel[0]
+        if tuple(kernel.shape)[-1:] != (2 * self.units,):  # not a [in, 2 units] mean
+            return
+        mask = tf.concat([tf.ones([self.units]), tf.zeros([self.units])], axis=0)
+        kernel.assign(kernel * tf.cast(mask, kernel.dtype))
+
+    def _log_variance(self, raw):
         low, high = self.min_log_variance, self.max_log_variance
+        if self.parameterization == "scale":
+            floor = _DEFAULT_MIN_SCALE if low is None else math.exp(0.5 * low)
+            log_var = 2.0 * ops.log(floor + ops.softplus(raw))
+            if high is not None:
+                log_var = high - ops.softplus(high - log_var)
+            return log_var
         if low is not None and high is not None:
             return low + (high - low) * ops.sigmoid(raw)
         if low is not None:
@@ -207,7 +281,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
     def call(self, inputs, training=None):
         outputs = self.projection_layer(inputs, training=training)
         mean = outputs[..., : self.units]
-        log_var = self._bound(outputs[..., self.units:])
+        log_var = self._log_variance(outputs[..., self.units:])
         return ops.concatenate([mean, log_var], axis=-1)
 
     def compute_output_shape(self, input_shape):
@@ -221,7 +295,15 @@ class HeteroscedasticRegression(keras.layers.Layer):
                 "projection": self.projection,
                 "min_log_variance": self.min_log_variance,
                 "max_log_variance": self.max_log_variance,
+                "parameterization": self.parameterization,
             }
         )
         config.update(_projection_kwargs_config(self.projection_layer, self._projection_kwargs))
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs written before `parameterization` existed meant s = r.
+        config = dict(config)
+        config.setdefault("parameterization", "log_variance")
+        return super().from_config(config)

@@ -73,9 +73,11 @@ import tensorflow_probability as tfp
 from keras import ops
 
 from tfp_bnn import noise as noise_lib
+from tfp_bnn._tfp_names import reject_tfp_arguments
 from tfp_bnn.flows.normalizing_flow import NormalizingFlow
 from tfp_bnn.flows.normalizing_flow import flow_names
 from tfp_bnn.layers.base import _float32_variables
+from tfp_bnn.layers.kl_tracking import KLTracking
 from tfp_bnn.layers.shapes import set_weight_arguments
 from tfp_bnn.layers.shapes import weight_arguments_config
 from tfp_bnn.layers.tracing import flag as _flag
@@ -112,7 +114,7 @@ def _inverse_softplus(value: float) -> float:
     return math.log(math.expm1(value))
 
 
-class NodeLayer(keras.layers.Layer):
+class NodeLayer(KLTracking, keras.layers.Layer):
     """Base class of the node-based Bayesian layers (`NodeDense`, `NodeConv2D`).
 
     Args:
@@ -168,6 +170,7 @@ class NodeLayer(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        reject_tfp_arguments(type(self).__name__, kwargs)
         if noise not in NOISE_SITES:
             raise ValueError(f"`noise` must be one of {NOISE_SITES}, got {noise!r}.")
         if isinstance(posterior, FlowPosterior):
@@ -225,7 +228,7 @@ class NodeLayer(keras.layers.Layer):
         self.sampling = self.add_weight(
             name="sampling", shape=(), dtype="float32", initializer="ones", trainable=False
         )
-        self.kl_tracker = keras.metrics.Mean(name=f"{self.name}_kl")
+        self._create_kl_tracker()
         self._warned_unset_kl_weight = False
         # One flow per site, shared by the components; float32 like the KL.
         self.input_flow = self.output_flow = None
@@ -413,7 +416,7 @@ class NodeLayer(keras.layers.Layer):
         if self.entropy_weight:
             objective = kl - self.entropy_weight * entropy
         penalty = self.kl_weight * objective
-        self.kl_tracker.update_state(penalty, sample_weight=tf.cast(rows, "float32"))
+        self._record_kl(penalty, rows)
         self.add_loss(penalty)
 
     def _apply_kernel(self, inputs, kernel):

@@ -1,0 +1,150 @@
+"""What tfp_bnn takes instead of `tfp.layers`' function-valued arguments.
+
+`tfp.layers.DenseFlipout` and its siblings are configured with functions
+(`kernel_posterior_fn`, `kernel_divergence_fn`, ...). tfp_bnn's layers take
+small registered objects and numbers instead (`posterior=`, `prior=`,
+`kl_weight=`, `bayesian_bias=`), which serialize without lambdas. A ported
+program that still passes a TFP name gets a ValueError that says what to
+write instead, rather than Keras' bare "Unrecognized keyword arguments".
+
+One table, used by every variational layer (`BayesianLayer`, `NodeLayer`)
+before `keras.layers.Layer.__init__` sees the keyword arguments.
+"""
+
+import math
+
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+_DIVERGENCE = (
+    "tfp_bnn adds kl_weight * KL(q || p) to the loss itself: for TFP's "
+    "`lambda q, p, _: tfd.kl_divergence(q, p) / N` pass `kl_weight=1/N` or train with "
+    "`tfp_bnn.callbacks.KLScheduler(num_examples=N)`; `kl_estimator='mc'` gives the "
+    "sampled KL, 'analytic' the closed form; `kl_weight=0` drops the term (TFP's None)"
+)
+_TENSOR = (
+    "the draw is fixed by the layer class (DenseReparameterization: one sample per "
+    "batch, DenseFlipout: Flipout, DenseLocalReparameterization: output noise); for "
+    "the posterior mean instead of a sample (TFP's `lambda d: d.mean()`) call "
+    "`tfp_bnn.set_mean_mode(model)` before predicting"
+)
+
+# TFP argument name -> what to pass to a tfp_bnn layer instead.
+TFP_ARGUMENTS = {
+    "kernel_posterior_fn": (
+        "pass `posterior=tfp_bnn.posteriors.MeanFieldNormal(...)` (TFP's "
+        "default_mean_field_normal_fn), another tfp_bnn.posteriors.Posterior, or your own "
+        "Posterior subclass"
+    ),
+    "kernel_prior_fn": (
+        "pass `prior=tfp_bnn.priors.NormalPrior(...)` (TFP's default_multivariate_normal_fn "
+        "is NormalPrior(0, 1), the default), another tfp_bnn.priors.Prior, or your own "
+        "Prior subclass"
+    ),
+    "kernel_divergence_fn": _DIVERGENCE,
+    "bias_divergence_fn": _DIVERGENCE + " (one kl_weight covers kernel and bias)",
+    "bias_posterior_fn": (
+        "pass `bayesian_bias=True` for a Normal posterior on the bias (TFP's "
+        "default_mean_field_normal_fn()), `bayesian_bias=False` (the default) for a "
+        "deterministic bias (TFP's default_mean_field_normal_fn(is_singular=True)), or "
+        "`use_bias=False` for no bias (TFP's bias_posterior_fn=None)"
+    ),
+    "bias_prior_fn": (
+        "with `bayesian_bias=True` the bias gets the layer's `prior=` too; a deterministic "
+        "bias (the default, TFP's bias_prior_fn=None) has no prior"
+    ),
+    "kernel_posterior_tensor_fn": _TENSOR,
+    "bias_posterior_tensor_fn": _TENSOR,
+}
+
+
+def _closure_value(fn, name, depth=2):
+    """The free variable `name` of closure `fn` or of the closures it holds, or None.
+
+    TFP's `default_mean_field_normal_fn(is_singular=...)` keeps `is_singular`
+    in the closure of the `loc_scale_fn` its returned function holds.
+    """
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    if code is None:
+        return None
+    for var, cell in zip(code.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if var == name:
+            return value
+        if depth > 0 and callable(value):
+            found = _closure_value(value, name, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _divergence_weight(fn):
+    """The factor `fn` puts on KL(q || p), when it is a scaled KL; else None.
+
+    Calls `fn` on two unit-variance Normals one apart (KL = 1/2); a TFP
+    divergence function of the common form `kl(q, p) / N` returns 1 / (2N).
+    """
+    if not callable(fn):
+        return None
+    q = tfd.Independent(tfd.Normal([1.0], [1.0]), reinterpreted_batch_ndims=1)
+    p = tfd.Independent(tfd.Normal([0.0], [1.0]), reinterpreted_batch_ndims=1)
+    try:
+        value = float(fn(q, p, q.sample(seed=(1, 2))))
+    except Exception:  # noqa: BLE001 - any user function: no suggestion then
+        return None
+    weight = 2.0 * value
+    if not math.isfinite(weight) or weight < 0:
+        return None
+    return weight
+
+
+def _specific_advice(name, value):
+    """A suggestion for the value passed, when it can be read off the value."""
+    if name in ("kernel_divergence_fn", "bias_divergence_fn"):
+        if value is None:
+            return "for no KL term pass `kl_weight=0`"
+        weight = _divergence_weight(value)
+        if weight is None:
+            return None
+        advice = (f"tfp_bnn adds kl_weight * KL(q || p) to the loss itself and this function "
+                  f"scales the KL by {weight:.6g}: pass `kl_weight={weight:.6g}`")
+        if weight > 0 and abs(1.0 / weight - round(1.0 / weight)) < 1e-3 / weight:
+            advice += (" or train with "
+                       f"`tfp_bnn.callbacks.KLScheduler(num_examples={round(1.0 / weight)})`")
+        return advice
+    if name == "bias_posterior_fn":
+        if value is None:
+            return "TFP's bias_posterior_fn=None means no bias: pass `use_bias=False`"
+        singular = _closure_value(value, "is_singular")
+        if singular is True:
+            return "a point-mass bias is tfp_bnn's default: drop the argument (bayesian_bias=False)"
+        if singular is False:
+            return "a Normal bias posterior is `bayesian_bias=True`"
+    return None
+
+
+def reject_tfp_arguments(layer_name, kwargs):
+    """Raises ValueError if `kwargs` holds a `tfp.layers` argument name.
+
+    Args:
+        layer_name: the class name of the layer being constructed.
+        kwargs: the keyword arguments the layer did not recognize itself.
+
+    Raises:
+        ValueError: naming the first TFP argument found, its value, and the
+            tfp_bnn argument to use instead.
+    """
+    for name, advice in TFP_ARGUMENTS.items():
+        if name not in kwargs:
+            continue
+        value = kwargs[name]
+        advice = _specific_advice(name, value) or advice
+        raise ValueError(
+            f"`{name}` is a tfp.layers argument that {layer_name} does not take "
+            f"(got {name}={value!r}): {advice}."
+        )

@@ -1,0 +1,176 @@
+"""The full-covariance Gaussian posterior over a weight tensor.
+
+Registered in `tfp_bnn.posteriors` as "full_covariance_normal" and importable
+from there.
+"""
+
+import collections
+import math
+
+import keras
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn import noise
+from tfp_bnn.posteriors import Posterior
+from tfp_bnn.posteriors import PosteriorDraw
+from tfp_bnn.posteriors import seeded_initializer
+
+tfd = tfp.distributions
+tfb = tfp.bijectors
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# loc in the weight shape; scale_tril [D, D] for the flattened weights.
+FullCovariancePrepared = collections.namedtuple("FullCovariancePrepared", ["loc", "scale_tril"])
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class FullCovarianceNormal(Posterior):
+    """Gaussian posterior with a full covariance over a whole weight tensor.
+
+    TFP's `MultivariateNormalTriL` over the D flattened weights: w = loc + L
+    eps with eps ~ N(0, I_D) and L lower triangular with a positive diagonal,
+
+        L = diag(scale_offset + softplus(rho)) + strictly_lower(fill_triangular(v)),
+
+    as TFP's `tfb.FillScaleTriL` builds it. Every pair of weights can be
+    correlated; with `tfp_bnn.layers.DenseVariational`, whose one posterior
+    covers [kernel, bias], so can kernel and bias.
+
+    `build` adds `loc` and `rho` (shaped like the weights, initialised as in
+    `MeanFieldNormal`: near a point mass) and `tril`, the D (D - 1) / 2
+    off-diagonal entries, initialised at 0. The parameter count grows as
+    D^2 / 2: meant for small layers.
+
+    The KL to a Normal prior (`NormalPrior`, `TrainableNormalPrior`) is in
+    closed form; to other priors layers use the Monte Carlo estimate. Not
+    location-scale element-wise, so Flipout, local reparameterization and
+    moment propagation refuse it; `DenseVariational` and the
+    reparameterization layers take it.
+
+    Args:
+        rho_init: mean of the initial rho values (the log-scale of the diagonal).
+        rho_init_stddev: spread of the initial rho values, >= 0.
+        scale_offset: added to the diagonal softplus(rho), >= 0.
+
+    Example:
+    >>> layer = tfp_bnn.layers.DenseVariational(
+    ...     2, posterior=FullCovarianceNormal(), kl_weight=1 / 1000)
+    """
+
+    is_location_scale = False
+
+    def __init__(self, rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0):
+        checks = (("rho_init", rho_init, None), ("rho_init_stddev", rho_init_stddev, 0.0),
+                  ("scale_offset", scale_offset, 0.0))
+        for name, value, low in checks:
+            value = float(value)
+            if not math.isfinite(value) or (low is not None and value < low):
+                bound = "" if low is None else " >= 0"
+                raise ValueError(f"`{name}` must be a finite number{bound}, got {value!r}.")
+        self.rho_init = float(rho_init)
+        self.rho_init_stddev = float(rho_init_stddev)
+        self.scale_offset = float(scale_offset)
+
+    def build(self, layer, name, shape, loc_initializer="glorot_uniform",
+              regularizer=None, constraint=None, seed=None):
+        shape = tuple(shape)
+        size = math.prod(shape)
+        loc = layer.add_weight(
+            name=f"{name}_loc", shape=shape, initializer=seeded_initializer(loc_initializer, seed),
+            regularizer=regularizer, constraint=constraint, trainable=True,
+        )
+        rho = layer.add_weight(
+            name=f"{name}_rho", shape=shape, trainable=True,
+            initializer=keras.initializers.RandomNormal(
+                mean=self.rho_init, stddev=self.rho_init_stddev,
+                seed=None if seed is None else int(seed) + 1),
+        )
+        tril = layer.add_weight(name=f"{name}_tril", shape=(size * (size - 1) // 2,),
+                                initializer="zeros", trainable=True)
+        return (loc, rho, tril)
+
+    def prepare(self, params):
+        """(loc, scale_tril): the loc in the weight shape, L for the flattened weights."""
+        loc, rho, tril = (tf.convert_to_tensor(p) for p in params)
+        diag = tf.nn.softplus(tf.reshape(rho, [-1]))
+        if self.scale_offset:
+            diag = diag + self.scale_offset
+        # fill_triangular gives a (D-1) x (D-1) lower triangle; one row above and
+        # one column to its right make it the strictly lower part of D x D.
+        lower = tf.pad(tfp.math.fill_triangular(tril), [[1, 0], [0, 1]])
+        return FullCovariancePrepared(loc, tf.linalg.set_diag(lower, diag))
+
+    def distribution(self, prepared):
+        """q(w) as a `MultivariateNormalTriL`, reshaped to the weight shape (event)."""
+        loc, scale_tril = prepared
+        mvn = tfd.MultivariateNormalTriL(loc=tf.reshape(loc, [-1]), scale_tril=scale_tril)
+        if loc.shape.rank == 1:
+            return mvn
+        return tfd.TransformedDistribution(
+            mvn, tfb.Reshape(event_shape_out=tuple(loc.shape), event_shape_in=(mvn.event_shape[0],))
+        )
+
+    def mean(self, prepared):
+        return prepared.loc
+
+    def _perturbations(self, prepared, eps):
+        """L eps for eps [S, D], reshaped to [S, *weight shape]."""
+        loc, scale_tril = prepared
+        return tf.reshape(tf.matmul(eps, scale_tril, transpose_b=True), [-1] + list(loc.shape))
+
+    def sample(self, prepared, seed, dtype, noise_scale):
+        return self.sample_n(prepared, 1, seed, dtype, noise_scale)[0]
+
+    def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
+        eps = noise.normal((num_samples, prepared.scale_tril.shape[0]), "float32", seed)
+        eps = eps * tf.cast(noise_scale, "float32")
+        delta = self._perturbations(prepared, eps)
+        return tf.cast(tf.cast(prepared.loc, "float32") + delta, dtype)
+
+    def kl(self, prepared, prior):
+        """KL(N(m, L L^T) || N(m0, diag(s0^2))) in closed form, for a Normal prior:
+
+            0.5 * (sum_ij L_ij^2 / s0_i^2 + sum_i ((m_i - m0_i) / s0_i)^2 - D)
+            + sum_i log s0_i - sum_i log L_ii.
+        """
+        p = prior.element_distribution("float32")
+        if not isinstance(p, tfd.Normal):
+            raise NotImplementedError(
+                f"{type(self).__name__} has a closed-form KL to Normal priors only, "
+                f"got {prior!r}; use the Monte Carlo KL (kl_estimator='mc')."
+            )
+        loc, scale_tril = prepared
+        shape = tf.shape(loc)
+        m0 = tf.reshape(tf.broadcast_to(p.loc, shape), [-1])
+        s0 = tf.reshape(tf.broadcast_to(p.scale, shape), [-1])
+        m = tf.reshape(tf.cast(loc, "float32"), [-1])
+        trace = tf.reduce_sum(tf.square(scale_tril / s0[:, None]))
+        mahalanobis = tf.reduce_sum(tf.square((m - m0) / s0))
+        size = tf.cast(tf.size(m), "float32")
+        log_det_ratio = tf.reduce_sum(tf.math.log(s0)) - tf.reduce_sum(
+            tf.math.log(tf.linalg.diag_part(scale_tril)))
+        return 0.5 * (trace + mahalanobis - size) + log_det_ratio
+
+    def draw(self, params, seed, dtype, prior=None, with_noise=True):
+        """The perturbation L eps with log q of the sample, computed from eps:
+
+            log q(w) = sum(-eps^2 / 2) - sum(log L_ii) - D log(2 pi) / 2.
+        """
+        prepared = self.prepare(params)
+        perturbation = log_prob = None
+        if with_noise:
+            if seed is None:
+                seed = tf.zeros([2], tf.int32)
+            eps = noise.normal((1, prepared.scale_tril.shape[0]), "float32", seed)
+            perturbation = tf.cast(self._perturbations(prepared, eps)[0], dtype)
+            log_prob = (tf.reduce_sum(-0.5 * tf.square(eps))
+                        - tf.reduce_sum(tf.math.log(tf.linalg.diag_part(prepared.scale_tril)))
+                        - _HALF_LOG_2PI * tf.cast(tf.size(eps), "float32"))
+        kl = None if prior is None else self.kl(prepared, prior)
+        return PosteriorDraw(prepared, perturbation, kl, log_prob)
+
+    def get_config(self):
+        return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev,
+                "scale_offset": self.scale_offset}
