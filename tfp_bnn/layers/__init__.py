@@ -4,8 +4,18 @@ from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
+from tfp_bnn.layers.conv1d_flipout import Conv1DFlipout
+from tfp_bnn.layers.conv1d_flipout import Convolution1DFlipout
+from tfp_bnn.layers.conv1d_reparameterization import Conv1DReparameterization
+from tfp_bnn.layers.conv1d_reparameterization import Convolution1DReparameterization
 from tfp_bnn.layers.conv2d_flipout import Conv2DFlipout
+from tfp_bnn.layers.conv2d_flipout import Convolution2DFlipout
 from tfp_bnn.layers.conv2d_reparameterization import Conv2DReparameterization
+from tfp_bnn.layers.conv2d_reparameterization import Convolution2DReparameterization
+from tfp_bnn.layers.conv3d_flipout import Conv3DFlipout
+from tfp_bnn.layers.conv3d_flipout import Convolution3DFlipout
+from tfp_bnn.layers.conv3d_reparameterization import Conv3DReparameterization
+from tfp_bnn.layers.conv3d_reparameterization import Convolution3DReparameterization
 from tfp_bnn.layers.dense_flipout import DenseFlipout
 from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameterization
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
@@ -23,8 +33,18 @@ __all__ = [
     "BayesianLayerNormalization",
     "BayesianMultiHeadAttention",
     "BayesianTransformerBlock",
+    "Conv1DFlipout",
+    "Conv1DReparameterization",
     "Conv2DFlipout",
     "Conv2DReparameterization",
+    "Conv3DFlipout",
+    "Conv3DReparameterization",
+    "Convolution1DFlipout",
+    "Convolution1DReparameterization",
+    "Convolution2DFlipout",
+    "Convolution2DReparameterization",
+    "Convolution3DFlipout",
+    "Convolution3DReparameterization",
     "DenseFlipout",
     "DenseLocalReparameterization",
     "DenseReparameterization",

@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers.conv_base import BayesianConv2DBase
+from tfp_bnn.layers.conv_base import BayesianConvBase
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv2DFlipout(BayesianConv2DBase):
+class Conv2DFlipout(BayesianConvBase):
     """2-D convolution with Flipout weight noise (Wen et al., 2018).
 
     Keras 3 counterpart of TFP's `Convolution2DFlipout` (tf_keras only):
@@ -36,9 +36,15 @@ class Conv2DFlipout(BayesianConv2DBase):
     >>> layer = Conv2DFlipout(8, 3, activation="relu", kl_weight=1e-3, seed=0)
     """
 
+    rank = 2
+
     def __init__(self, filters, kernel_size, **kwargs):
         super().__init__(filters, kernel_size, **kwargs)
         self._require_location_scale()
 
     def _variational_call(self, inputs, training):
         return self._flipout_call(inputs, training)
+
+
+# TFP's class name, so that `tfp.layers.Convolution2DFlipout` ports by import alone.
+Convolution2DFlipout = Conv2DFlipout

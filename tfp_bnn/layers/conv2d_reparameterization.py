@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers.conv_base import BayesianConv2DBase
+from tfp_bnn.layers.conv_base import BayesianConvBase
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv2DReparameterization(BayesianConv2DBase):
+class Conv2DReparameterization(BayesianConvBase):
     """2-D convolution whose kernel is a random variable.
 
     Keras 3 counterpart of TFP's `Convolution2DReparameterization` (tf_keras only). Each
@@ -32,5 +32,11 @@ class Conv2DReparameterization(BayesianConv2DBase):
     >>> layer = Conv2DReparameterization(8, 3, padding="same", kl_weight=1e-3, seed=0)
     """
 
+    rank = 2
+
     def _variational_call(self, inputs, training):
         return self._reparameterization_call(inputs, training)
+
+
+# TFP's class name, so that `tfp.layers.Convolution2DReparameterization` ports by import alone.
+Convolution2DReparameterization = Conv2DReparameterization

@@ -1,6 +1,6 @@
-"""The arguments and shapes of Dense and Conv2D, shared by every layer family.
+"""The arguments and shapes of Dense and Conv1D/2D/3D, shared by every layer family.
 
-The variational layers (`BayesianDenseBase`, `BayesianConv2DBase`) and the
+The variational layers (`BayesianDenseBase`, `BayesianConvBase`) and the
 node-based layers (`NodeDense`, `NodeConv2D`) differ in where their
 randomness lives, not in how a kernel meets the inputs. These mixins hold
 that part once: argument validation (errors name the argument), the kernel
@@ -45,32 +45,6 @@ def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
     return value
-
-
-def _pair(name, value):
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, value)
-    try:
-        value = tuple(value)
-    except TypeError:
-        value = ()
-    if len(value) != 2 or any(
-        isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value
-    ):
-        raise ValueError(
-            f"`{name}` must be a positive int or a tuple of 2 positive ints, got {value!r}."
-        )
-    return value
-
-
-def conv_output_length(length, kernel, stride, dilation, padding):
-    """Output length of a 1-D convolution (as `keras.layers.Conv2D` computes it)."""
-    if length is None:
-        return None
-    if padding == "same":
-        return -(-length // stride)
-    effective = dilation * (kernel - 1) + 1
-    return max((length - effective) // stride + 1, 0)
 
 
 def fix_last_dim(layer, input_shape):
@@ -118,15 +92,49 @@ def check_units(units):
     return _positive_int("units", units)
 
 
-def conv2d_arguments(filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
-                     dilation_rate=(1, 1), groups=1):
-    """Validated `keras.layers.Conv2D` arguments as a dict (for `Conv2DShapes`)."""
+def _int_tuple(name, value, rank):
+    """`value` as a tuple of `rank` positive ints (an int is repeated)."""
+    given = value
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,) * rank
+    try:
+        value = tuple(value)
+    except TypeError:
+        value = ()
+    if len(value) != rank or any(
+        isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value
+    ):
+        raise ValueError(
+            f"`{name}` must be a positive int or a tuple of {rank} positive ints, "
+            f"got {given!r}."
+        )
+    return value
+
+
+def conv_output_length(length, kernel, stride, dilation, padding):
+    """Output length of a 1-D convolution (as `keras.layers.Conv2D` computes it)."""
+    if length is None:
+        return None
+    if padding in ("same", "causal"):
+        # Causal pads d * (k - 1) on the left: ceil(length / stride), like "same".
+        return -(-length // stride)
+    effective = dilation * (kernel - 1) + 1
+    return max((length - effective) // stride + 1, 0)
+
+
+def conv_arguments(rank, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                   dilation_rate=1, groups=1):
+    """Validated `keras.layers.Conv{rank}D` arguments as a dict (for `ConvShapes`)."""
     _positive_int("filters", filters)
-    kernel_size = _pair("kernel_size", kernel_size)
-    strides = _pair("strides", strides)
-    dilation_rate = _pair("dilation_rate", dilation_rate)
-    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
-        raise ValueError(f"`padding` must be 'valid' or 'same', got {padding!r}.")
+    kernel_size = _int_tuple("kernel_size", kernel_size, rank)
+    strides = _int_tuple("strides", strides, rank)
+    dilation_rate = _int_tuple("dilation_rate", dilation_rate, rank)
+    # As in Keras, only Conv1D pads causally.
+    paddings = ("valid", "same", "causal") if rank == 1 else ("valid", "same")
+    if not isinstance(padding, str) or padding.lower() not in paddings:
+        raise ValueError(
+            f"`padding` must be one of {paddings} for a {rank}-D convolution, got {padding!r}."
+        )
     if max(strides) > 1 and max(dilation_rate) > 1:
         raise ValueError(
             "`strides` > 1 is not compatible with `dilation_rate` > 1, got "
@@ -147,15 +155,27 @@ def conv2d_arguments(filters, kernel_size, strides=(1, 1), padding="valid", data
             "dilation_rate": dilation_rate, "groups": groups}
 
 
-class Conv2DShapes:
-    """`keras.layers.Conv2D`'s arguments, kernel shape, convolution and output shape."""
+def conv2d_arguments(filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
+                     dilation_rate=(1, 1), groups=1):
+    """Validated `keras.layers.Conv2D` arguments as a dict (for `Conv2DShapes`)."""
+    return conv_arguments(2, filters, kernel_size, strides, padding, data_format,
+                          dilation_rate, groups)
+
+
+class ConvShapes:
+    """`keras.layers.Conv{1,2,3}D`'s arguments, kernel shape, convolution and output shape.
+
+    The number of spatial dimensions is the class attribute `rank`.
+    """
+
+    rank = None
 
     def _set_conv_arguments(self, arguments):
         for name, value in arguments.items():
             setattr(self, name, value)
         self._conv_names = tuple(arguments)
         self._channel_axis = -1 if self.data_format == "channels_last" else 1
-        self.input_spec = keras.layers.InputSpec(ndim=4)
+        self.input_spec = keras.layers.InputSpec(ndim=self.rank + 2)
 
     def _conv_shapes(self, input_shape):
         """(kernel shape, bias shape, input channels) for `input_shape`."""
@@ -170,24 +190,41 @@ class Conv2DShapes:
                 f"The input channels ({channels}) must be divisible by `groups` "
                 f"({self.groups})."
             )
-        self.input_spec = keras.layers.InputSpec(ndim=4, axes={self._channel_axis: channels})
+        self.input_spec = keras.layers.InputSpec(
+            ndim=self.rank + 2, axes={self._channel_axis: channels}
+        )
         kernel_shape = self.kernel_size + (channels // self.groups, self.filters)
         return kernel_shape, (self.filters,), channels
 
     def _apply_kernel(self, inputs, kernel):
-        return ops.conv(inputs, kernel, strides=self.strides, padding=self.padding,
+        padding = self.padding
+        if padding == "causal":
+            # Left-pad the time axis so output t sees inputs <= t only.
+            left = self.dilation_rate[0] * (self.kernel_size[0] - 1)
+            time_axis = 1 if self.data_format == "channels_last" else 2
+            pads = [[0, 0], [0, 0], [0, 0]]
+            pads[time_axis] = [left, 0]
+            inputs = ops.pad(inputs, pads)
+            padding = "valid"
+        return ops.conv(inputs, kernel, strides=self.strides, padding=padding,
                         data_format=self.data_format, dilation_rate=self.dilation_rate)
+
+    def _channel_shape(self, channels):
+        """Shape of a per-channel tensor that broadcasts over batch and positions."""
+        if self.data_format == "channels_last":
+            return [1] * (self.rank + 1) + [channels]
+        return [1, channels] + [1] * self.rank
 
     def _shape_bias(self, bias):
         if self.data_format == "channels_last":
             return bias
-        return ops.reshape(bias, (1, self.filters, 1, 1))
+        return ops.reshape(bias, self._channel_shape(self.filters))
 
     def compute_output_shape(self, input_shape):
         if self.data_format == "channels_last":
-            spatial = input_shape[1:3]
+            spatial = input_shape[1:1 + self.rank]
         else:
-            spatial = input_shape[2:4]
+            spatial = input_shape[2:2 + self.rank]
         out = tuple(
             conv_output_length(n, k, s, d, self.padding)
             for n, k, s, d in zip(spatial, self.kernel_size, self.strides, self.dilation_rate)
@@ -204,3 +241,9 @@ class Conv2DShapes:
         config = super().get_config()
         config.update(self._shape_config())
         return config
+
+
+class Conv2DShapes(ConvShapes):
+    """`ConvShapes` of `keras.layers.Conv2D` (two spatial dimensions)."""
+
+    rank = 2

@@ -1,0 +1,52 @@
+"""1-D convolution with Flipout: decorrelated weight noise per example."""
+
+import keras
+
+from tfp_bnn.layers.conv_base import BayesianConvBase
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv1DFlipout(BayesianConvBase):
+    """1-D convolution with Flipout weight noise (Wen et al., 2018).
+
+    Keras 3 counterpart of TFP's `Convolution1DFlipout` (tf_keras only):
+
+        y_n = conv(x_n, loc) + conv(x_n * s_n, delta) * r_n
+
+    with delta = softplus(rho) * eps drawn once per call and sign vectors
+    s_n (input channels) and r_n (filters) drawn per example and shared over
+    the time steps, so each example sees one whole kernel from q(w).
+
+    Args:
+        filters, kernel_size, strides, padding ("valid", "same" or
+        "causal"), data_format, dilation_rate, groups: as in
+        `keras.layers.Conv1D`.
+        **kwargs: the other arguments of `keras.layers.Conv1D` plus
+            `posterior` (location-scale only), `prior`, `kl_weight`,
+            `kl_estimator`, `bayesian_bias`, `seed` (see
+            `tfp_bnn.layers.BayesianLayer`).
+
+    Call arguments:
+        inputs: 3-D tensor, (batch, steps, channels) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        3-D tensor, as `keras.layers.Conv1D` returns.
+
+    Example:
+    >>> layer = Conv1DFlipout(8, 5, padding="causal", kl_weight=1e-3, seed=0)
+    """
+
+    rank = 1
+
+    def __init__(self, filters, kernel_size, **kwargs):
+        super().__init__(filters, kernel_size, **kwargs)
+        self._require_location_scale()
+
+    def _variational_call(self, inputs, training):
+        return self._flipout_call(inputs, training)
+
+
+# TFP's class name, so that `tfp.layers.Convolution1DFlipout` ports by import alone.
+Convolution1DFlipout = Conv1DFlipout

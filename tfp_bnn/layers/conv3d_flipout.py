@@ -1,0 +1,51 @@
+"""3-D convolution with Flipout: decorrelated weight noise per example."""
+
+import keras
+
+from tfp_bnn.layers.conv_base import BayesianConvBase
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv3DFlipout(BayesianConvBase):
+    """3-D convolution with Flipout weight noise (Wen et al., 2018).
+
+    Keras 3 counterpart of TFP's `Convolution3DFlipout` (tf_keras only):
+
+        y_n = conv(x_n, loc) + conv(x_n * s_n, delta) * r_n
+
+    with delta = softplus(rho) * eps drawn once per call and sign vectors
+    s_n (input channels) and r_n (filters) drawn per example and shared over
+    the spatial positions, so each example sees one whole kernel from q(w).
+
+    Args:
+        filters, kernel_size, strides, padding, data_format, dilation_rate,
+        groups: as in `keras.layers.Conv3D`.
+        **kwargs: the other arguments of `keras.layers.Conv3D` plus
+            `posterior` (location-scale only), `prior`, `kl_weight`,
+            `kl_estimator`, `bayesian_bias`, `seed` (see
+            `tfp_bnn.layers.BayesianLayer`).
+
+    Call arguments:
+        inputs: 5-D tensor, (batch, D, H, W, C) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        5-D tensor, as `keras.layers.Conv3D` returns.
+
+    Example:
+    >>> layer = Conv3DFlipout(4, 3, padding="same", kl_weight=1e-3, seed=0)
+    """
+
+    rank = 3
+
+    def __init__(self, filters, kernel_size, **kwargs):
+        super().__init__(filters, kernel_size, **kwargs)
+        self._require_location_scale()
+
+    def _variational_call(self, inputs, training):
+        return self._flipout_call(inputs, training)
+
+
+# TFP's class name, so that `tfp.layers.Convolution3DFlipout` ports by import alone.
+Convolution3DFlipout = Conv3DFlipout

@@ -1,0 +1,43 @@
+"""3-D convolution with a sampled kernel: the reparameterization estimator."""
+
+import keras
+
+from tfp_bnn.layers.conv_base import BayesianConvBase
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv3DReparameterization(BayesianConvBase):
+    """3-D convolution whose kernel is a random variable.
+
+    Keras 3 counterpart of TFP's `Convolution3DReparameterization` (tf_keras
+    only). Each call draws one kernel w = loc + softplus(rho) * eps that the
+    whole batch shares, convolves, and adds kl_weight * KL(q(w) || p(w)) to
+    the losses.
+
+    Args:
+        filters, kernel_size, strides, padding, data_format, dilation_rate,
+        groups: as in `keras.layers.Conv3D`.
+        **kwargs: the other arguments of `keras.layers.Conv3D` plus
+            `posterior`, `prior`, `kl_weight`, `kl_estimator`,
+            `bayesian_bias`, `seed` (see `tfp_bnn.layers.BayesianLayer`).
+
+    Call arguments:
+        inputs: 5-D tensor, (batch, D, H, W, C) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        5-D tensor, as `keras.layers.Conv3D` returns.
+
+    Example:
+    >>> layer = Conv3DReparameterization(4, 3, padding="same", kl_weight=1e-3, seed=0)
+    """
+
+    rank = 3
+
+    def _variational_call(self, inputs, training):
+        return self._reparameterization_call(inputs, training)
+
+
+# TFP's class name, so that `tfp.layers.Convolution3DReparameterization` ports by import alone.
+Convolution3DReparameterization = Conv3DReparameterization
