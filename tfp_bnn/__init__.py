@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 
 from tfp_bnn import callbacks
 from tfp_bnn import data
+from tfp_bnn import distributions
 from tfp_bnn import export
 from tfp_bnn import flows
 from tfp_bnn import layers
@@ -37,6 +38,7 @@ __all__ = [
     "bayesian_layers",
     "callbacks",
     "data",
+    "distributions",
     "export",
     "flows",
     "is_mean_mode",

@@ -97,12 +97,18 @@ def _write(archive, path):
 
 
 def _input_signature(model):
+    """The model's inputs as a signature list: one spec per input, or one dict of them."""
     inputs = getattr(model, "inputs", None)
     if not inputs:
         raise ValueError(
             "The model has no known inputs (a subclassed model that was never "
             "built with keras.Input?); pass `input_signature=` explicitly."
         )
+    struct = getattr(model, "_inputs_struct", None)
+    if isinstance(struct, dict):
+        # A dict-input model is called with one dict, so the endpoint takes one.
+        return [{key: tf.TensorSpec(tuple(t.shape), t.dtype, name=key)
+                 for key, t in struct.items()}]
     return [tf.TensorSpec(tuple(t.shape), t.dtype, name=t.name) for t in inputs]
 
 
@@ -152,14 +158,21 @@ def export_saved_model(model, path, input_signature=None):
     return path
 
 
-TASKS = {"regression": ("mean_log_variance", "mean"),
-         "classification": ("logits", "probabilities", "log_probabilities")}
+TASKS = {"regression": ("mean_log_variance", "mean", "distribution"),
+         "classification": ("logits", "probabilities", "log_probabilities", "distribution")}
 
 
 def _check_export_args(model, path, task, output, noise_variance, samples_per_call):
     if task not in TASKS:
         raise ValueError(f"`task` must be one of {tuple(TASKS)}, got {task!r}.")
-    output = output or TASKS[task][0]
+    _check_model(model)
+    if output is None:
+        from tfp_bnn.predict import engine  # noqa: PLC0415 - import cycle
+        from tfp_bnn.predict.classification import resolve_output  # noqa: PLC0415
+        if task == "classification":
+            output = resolve_output(model, "auto")
+        else:
+            output = "distribution" if engine.has_distribution_head(model) else TASKS[task][0]
     if output not in TASKS[task]:
         raise ValueError(f"`output` for task={task!r} must be one of {TASKS[task]}, got {output!r}.")
     if noise_variance is not None:
@@ -172,9 +185,9 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
         samples_per_call < 1
     ):
         raise ValueError(f"`samples_per_call` must be an int >= 1, got {samples_per_call!r}.")
-    _check_model(model)
     target = _check_new_path(path)
-    _check_output_width(model, task, output)
+    if output != "distribution":
+        _check_output_width(model, task, output)
     return output, noise_variance, target
 
 
@@ -216,26 +229,52 @@ class _RunningMoments:
                 m2 + chunk_m2 + tf.square(delta) * (count * n / total))
 
 
+def _per_sample(values, num_samples):
+    """[S * B, ...] sample-major -> [S, B, ...] float32."""
+    values = tf.cast(values, tf.float32)
+    return tf.reshape(values, tf.concat([[num_samples, -1], tf.shape(values)[1:]], 0))
+
+
+def _distribution_terms(task, distribution, num_samples):
+    """(means, variances) or log-probabilities [S, B, ...] of a distribution head's output."""
+    if task == "regression":
+        return (_per_sample(distribution.mean(), num_samples),
+                _per_sample(distribution.variance(), num_samples))
+    base = distribution
+    while hasattr(base, "reinterpreted_batch_ndims"):  # tfd.Independent
+        base = base.distribution
+    logits = base.logits_parameter()
+    if logits.shape.rank == 1 or logits.shape[-1] == 1:  # a single Bernoulli: two classes
+        logits = tf.reshape(logits, [-1, 1])
+        logits = tf.concat([tf.zeros_like(logits), logits], -1)
+    return _per_sample(tf.nn.log_softmax(logits), num_samples)
+
+
 def _summaries(task, output, noise_variance, outputs, weights, state):
-    """Folds one chunk of outputs [S, B, ...] (weights [S]: 1 = real sample) into `state`."""
-    outputs = tf.cast(outputs, tf.float32)
+    """Folds one chunk of outputs [S, B, ...] (weights [S]: 1 = real sample) into `state`.
+
+    For output="distribution", `outputs` holds what `_distribution_terms` returns.
+    """
     w = weights[:, tf.newaxis]
     if task == "regression":
-        if output == "mean_log_variance":
-            means, log_vars = tf.split(outputs, 2, axis=-1)
+        if output == "distribution":
+            means, variances = outputs
+        elif output == "mean_log_variance":
+            means, log_vars = tf.split(tf.cast(outputs, tf.float32), 2, axis=-1)
             variances = tf.exp(log_vars)
         else:
-            means = outputs
+            means = tf.cast(outputs, tf.float32)
             variances = tf.fill(tf.shape(means), noise_variance or 0.0)
         moments = _RunningMoments.merge(state["moments"], means, weights)
         aleatoric = state["aleatoric"] + tf.reduce_sum(
             tf.reshape(weights, [-1] + [1] * (means.shape.rank - 1)) * variances, 0)
         return {"moments": moments, "aleatoric": aleatoric}
+    outputs = tf.cast(outputs, tf.float32)
     if output == "logits":
         log_p = tf.nn.log_softmax(outputs)
     elif output == "probabilities":
         log_p = tf.math.log(outputs)
-    else:
+    else:  # log-probabilities, also those of a distribution head
         log_p = outputs
     probs = tf.exp(log_p)
     entropy = -tf.reduce_sum(tf.where(probs > 0, probs * log_p, 0.0), -1)
@@ -270,9 +309,13 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
             sibling and renamed at the end: a failed export leaves nothing.
         task: "regression" or "classification".
         output: what the model outputs, as in `tfp_bnn.predict.regression`
-            ("mean_log_variance" default, or "mean") and
-            `tfp_bnn.predict.classification` ("logits" default,
-            "probabilities", "log_probabilities").
+            ("mean_log_variance", "mean" or "distribution") and
+            `tfp_bnn.predict.classification` ("logits", "probabilities",
+            "log_probabilities" or "distribution"). None (the default)
+            reads it from the model as their output="auto" does: a
+            distribution head (`tfp_bnn.layers.IndependentNormal`,
+            `Categorical`, ...) is served through its distribution's mean
+            and variance, or its class probabilities.
         noise_variance: homoscedastic noise variance for output="mean".
         samples_per_call: weight samples per step of the loop.
         input_signature: list of `tf.TensorSpec`; default: the model's inputs.
@@ -302,10 +345,18 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
             num_samples, 1, message="num_samples must be >= 1")
         with tf.control_dependencies([check]):
             steps = (num_samples + chunk - 1) // chunk
-        first = runner._call_impl(inputs, runner._draw(chunk), chunk)
-        shape = tf.shape(first)[1:]
+        def chunk_outputs():
+            draws = runner._draw(chunk)
+            if output == "distribution":
+                return _distribution_terms(
+                    task, runner._distribution_impl(inputs, draws, chunk), chunk)
+            return runner._call_impl(inputs, draws, chunk)
+
+        first = chunk_outputs()
+        shape = tf.shape(tf.nest.flatten(first)[0])[1:]
         if task == "regression":
-            half = shape[:-1] if output == "mean" else tf.concat([shape[:-1], shape[-1:] // 2], 0)
+            half = shape if output == "distribution" else shape[:-1] if output == "mean" \
+                else tf.concat([shape[:-1], shape[-1:] // 2], 0)
             zeros = tf.zeros(half)
             state = {"moments": (tf.constant(0.0), zeros, zeros), "aleatoric": zeros}
         else:
@@ -318,7 +369,7 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
         state = _summaries(task, output, noise_variance, first, weights_for(0), state)
 
         def body(step, state):
-            outputs = runner._call_impl(inputs, runner._draw(chunk), chunk)
+            outputs = chunk_outputs()
             return step + 1, _summaries(task, output, noise_variance, outputs,
                                         weights_for(step), state)
 

@@ -16,6 +16,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# The loss of distribution-valued outputs lives beside them; listed here too.
+from tfp_bnn.distributions.negative_log_likelihood import NegativeLogLikelihood  # noqa: F401
+from tfp_bnn.distributions.negative_log_likelihood import negative_log_likelihood  # noqa: F401
+
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 

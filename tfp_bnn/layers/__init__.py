@@ -4,6 +4,7 @@ from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
+from tfp_bnn.layers.categorical import Categorical
 from tfp_bnn.layers.conv1d_flipout import Conv1DFlipout
 from tfp_bnn.layers.conv1d_flipout import Convolution1DFlipout
 from tfp_bnn.layers.conv1d_reparameterization import Conv1DReparameterization
@@ -20,19 +21,30 @@ from tfp_bnn.layers.dense_flipout import DenseFlipout
 from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameterization
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.layers.dense_variational import DenseVariational
+from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
 from tfp_bnn.layers.homoscedastic_noise import HomoscedasticNoise
+from tfp_bnn.layers.independent_bernoulli import IndependentBernoulli
+from tfp_bnn.layers.independent_logistic import IndependentLogistic
+from tfp_bnn.layers.independent_normal import IndependentNormal
+from tfp_bnn.layers.independent_poisson import IndependentPoisson
 from tfp_bnn.layers.mc_dropout import MCDropout
+from tfp_bnn.layers.mixture_logistic import MixtureLogistic
+from tfp_bnn.layers.mixture_normal import MixtureNormal
+from tfp_bnn.layers.mixture_same_family import MixtureSameFamily
+from tfp_bnn.layers.multivariate_normal_tril import MultivariateNormalTriL
 from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers.node_conv2d import NodeConv2D
 from tfp_bnn.layers.node_dense import NodeDense
+from tfp_bnn.layers.one_hot_categorical import OneHotCategorical
 
 __all__ = [
     "BayesianLayer",
     "BayesianLayerNormalization",
     "BayesianMultiHeadAttention",
     "BayesianTransformerBlock",
+    "Categorical",
     "Conv1DFlipout",
     "Conv1DReparameterization",
     "Conv2DFlipout",
@@ -49,11 +61,21 @@ __all__ = [
     "DenseLocalReparameterization",
     "DenseReparameterization",
     "DenseVariational",
+    "DistributionLambda",
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
     "HomoscedasticNoise",
+    "IndependentBernoulli",
+    "IndependentLogistic",
+    "IndependentNormal",
+    "IndependentPoisson",
     "MCDropout",
+    "MixtureLogistic",
+    "MixtureNormal",
+    "MixtureSameFamily",
+    "MultivariateNormalTriL",
     "NodeConv2D",
     "NodeDense",
     "NodeLayer",
+    "OneHotCategorical",
 ]

@@ -12,12 +12,19 @@ With T weight samples giving class probabilities p_t (seed 003, sec. 2):
 in float64 from log-probabilities so that |logits| ~ 1e3 stay finite.
 """
 
+import keras
 import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_bnn import metrics
 from tfp_bnn.predict import engine
 
-OUTPUTS = ("logits", "probabilities", "log_probabilities")
+OUTPUTS = ("auto", "logits", "probabilities", "log_probabilities", "distribution")
+tfd = tfp.distributions
+
+# The kinds of output arrays `log_probabilities` reads.
+VALUE_OUTPUTS = ("logits", "probabilities", "log_probabilities")
 SCORES = ("predictive_entropy", "expected_entropy", "mutual_information", "one_minus_max_probability")
 
 
@@ -33,6 +40,13 @@ def _entropy(probs, log_probs=None):
             log_probs = np.log(probs)
     terms = np.where(probs > 0, probs * np.where(probs > 0, log_probs, 0.0), 0.0)
     return -terms.sum(axis=-1)
+
+
+def _look_like_probabilities(values):
+    """Every row in [0, 1] and summing to 1 within float32 rounding (~1e-6 * K)."""
+    tolerance = 1e-5 * values.shape[-1]
+    return bool(np.all((values >= 0) & (values <= 1))
+                and np.all(np.abs(values.sum(axis=-1) - 1.0) <= tolerance))
 
 
 def log_probabilities(outputs, output):
@@ -53,6 +67,11 @@ def log_probabilities(outputs, output):
     if np.any(bad):
         raise ValueError(f"The model's {output} contain NaN or infinite values.")
     if output == "logits":
+        if _look_like_probabilities(values):
+            raise ValueError(
+                "output='logits' but every row of the model's outputs lies in [0, 1] and sums "
+                "to 1: these are probabilities (a softmax output?); pass "
+                "output='probabilities' or output='auto'.")
         return _log_softmax(values)
     if output == "log_probabilities":
         totals = np.exp(values).sum(axis=-1)
@@ -100,8 +119,8 @@ class ClassificationPrediction:
     @classmethod
     def from_samples(cls, sample_probs, output="probabilities"):
         """From T sampled outputs [T, N, K] of kind `output` (see `classification`)."""
-        if output not in OUTPUTS:
-            raise ValueError(f"`output` must be one of {OUTPUTS}, got {output!r}.")
+        if output not in VALUE_OUTPUTS:
+            raise ValueError(f"`output` must be one of {VALUE_OUTPUTS}, got {output!r}.")
         sample_probs = np.asarray(sample_probs)
         if sample_probs.ndim != 3 or 0 in sample_probs.shape:
             raise ValueError(
@@ -144,7 +163,67 @@ class ClassificationPrediction:
         return metrics.auroc(self.score(score), out_of_distribution.score(score))
 
 
-def classification(model, x, num_samples=100, output="logits", keep_samples=False,
+def _output_layer(model):
+    """The layer that makes a functional model's single output, or None."""
+    try:
+        outputs = list(model.outputs or [])
+    except (AttributeError, ValueError, TypeError):
+        return None
+    if len(outputs) != 1:
+        return None
+    layer = getattr(getattr(outputs[0], "_keras_history", None), "operation", None)
+    if isinstance(layer, keras.Model):
+        return _output_layer(layer)
+    return layer
+
+
+def _normalises(layer):
+    """True if `layer` ends in a softmax (its outputs are probabilities)."""
+    if isinstance(layer, keras.layers.Softmax):
+        return True
+    activation = getattr(layer, "activation", None)
+    name = getattr(activation, "__name__", None)
+    return name in ("softmax", "log_softmax") and name
+
+
+def resolve_output(model, output):
+    """The kind of a classifier's outputs: "auto" resolved, a contradiction refused."""
+    if output not in OUTPUTS:
+        raise ValueError(f"`output` must be one of {OUTPUTS}, got {output!r}.")
+    if output == "distribution" or (output == "auto" and engine.has_distribution_head(model)):
+        return "distribution"
+    ending = _normalises(_output_layer(model))
+    kind = {"softmax": "probabilities", "log_softmax": "log_probabilities"}.get(ending)
+    if output == "auto":
+        return kind or "logits"
+    if kind and output != kind:
+        raise ValueError(
+            f"output={output!r} but the model's last layer applies {ending}, so its outputs "
+            f"are {kind}: pass output={kind!r} (or output='auto').")
+    return output
+
+
+def _distribution_log_probabilities(distribution, num_samples):
+    """float64 log-probabilities [S, B, K] of a Categorical / OneHotCategorical / Bernoulli."""
+    base = distribution
+    while isinstance(base, tfd.Independent):
+        base = base.distribution
+    if isinstance(base, (tfd.Categorical, tfd.OneHotCategorical)):
+        log_p = tf.nn.log_softmax(tf.cast(base.logits_parameter(), tf.float64))
+    elif isinstance(base, tfd.Bernoulli) and base.event_shape.rank == 0 and (
+            distribution.event_shape.num_elements() in (None, 1)):
+        logits = tf.reshape(tf.cast(base.logits_parameter(), tf.float64), [-1, 1])
+        log_p = tf.concat([tf.math.log_sigmoid(-logits), tf.math.log_sigmoid(logits)], -1)
+    else:
+        raise ValueError(
+            f"classification() needs a Categorical, OneHotCategorical or single Bernoulli "
+            f"output distribution, got {type(distribution).__name__}; use "
+            "tfp_bnn.predict.distribution for other families.")
+    log_p = np.asarray(log_p)
+    return log_p.reshape((num_samples, -1) + log_p.shape[1:])
+
+
+def classification(model, x, num_samples=100, output="auto", keep_samples=False,
                    batch_size=None, samples_per_call=None, max_rows=engine.DEFAULT_MAX_ROWS,
                    jit_compile=False):
     """Monte Carlo predictive distribution of a classifier.
@@ -157,9 +236,15 @@ def classification(model, x, num_samples=100, output="logits", keep_samples=Fals
             single output has the K classes on its last axis.
         x: inputs of N examples (array, tensor, or list/dict of them).
         num_samples: T >= 1 weight samples.
-        output: what the model outputs: "logits", "probabilities" (rows sum
-            to 1), or "log_probabilities" (e.g.
-            `tfp_bnn.layers.HeteroscedasticClassification`).
+        output: what the model outputs: "auto" (default: "distribution"
+            for a `tfp_bnn.layers.Categorical` / `OneHotCategorical` /
+            `IndependentBernoulli` head, "probabilities" after a softmax,
+            "log_probabilities" after a log-softmax, else "logits"),
+            "logits", "probabilities" (rows sum to 1), "log_probabilities"
+            (e.g. `tfp_bnn.layers.HeteroscedasticClassification`) or
+            "distribution". An explicit kind that contradicts the model's
+            last activation is refused, and so are "logits" that are
+            probabilities in every row (they would give a wrong NLL).
         keep_samples: also keep the [T, N, K] sampled probabilities.
         batch_size, samples_per_call, max_rows, jit_compile: chunking and
             compilation, as in `tfp_bnn.predict.sample`.
@@ -171,16 +256,18 @@ def classification(model, x, num_samples=100, output="logits", keep_samples=Fals
     >>> pred = tfp_bnn.predict.classification(model, x_test, num_samples=100)
     >>> pred.accuracy(y_test), pred.ece(y_test), pred.mutual_information.mean()
     """
-    if output not in OUTPUTS:
-        raise ValueError(f"`output` must be one of {OUTPUTS}, got {output!r}.")
     engine.check_model(model)
+    output = resolve_output(model, output)
     x, _, count = engine.as_arrays(x, model)
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
-        if not isinstance(outputs, np.ndarray):
+        if output == "distribution":
+            log_p = _distribution_log_probabilities(outputs, t1 - t0)
+        elif not isinstance(outputs, np.ndarray):
             raise ValueError("classification() needs a model with a single output tensor.")
-        log_p = log_probabilities(outputs, output)
+        else:
+            log_p = log_probabilities(outputs, output)
         probs = np.exp(log_p)
         if "probs" not in store:
             classes = probs.shape[2:]
@@ -194,7 +281,8 @@ def classification(model, x, num_samples=100, output="logits", keep_samples=Fals
             store["samples"][t0:t1, n0:n1] = probs
 
     engine.run(model, x, num_samples, consume, batch_size=batch_size,
-               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile)
+               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile,
+               distributions=output == "distribution", values_of=repr(output))
     return ClassificationPrediction(store["probs"] / num_samples,
                                     store["entropy"] / num_samples, num_samples,
                                     store.get("samples"))

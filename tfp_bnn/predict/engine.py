@@ -23,7 +23,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn.distributions.carrier import carries_distribution
+from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.tracing import sample_trace
 
 DEFAULT_BATCH_SIZE = 1024
@@ -201,22 +204,39 @@ class MonteCarloRunner:
         self._draw = tf.function(self._draw_impl, jit_compile=True)
         self._call = tf.function(self._call_impl, jit_compile=jit_compile,
                                  reduce_retracing=True)
+        self.traced_distribution = False
+        self._call_distribution = tf.function(self._distribution_impl, jit_compile=jit_compile,
+                                              reduce_retracing=True)
 
     def _draw_impl(self, num_samples):
         return [layer.predictive_samples(num_samples) for layer in self.layers]
 
-    def _call_impl(self, inputs, draws, num_samples):
+    def _tiled_outputs(self, inputs, draws, num_samples):
+        """The model's outputs on inputs tiled S times, under the drawn weights."""
         def tile(x):
             x = tf.convert_to_tensor(x)
             # tf.rank, not x.shape.rank: a relaxed retrace may leave the rank unknown.
             multiples = tf.concat([[num_samples], tf.ones([tf.rank(x) - 1], tf.int32)], 0)
             return tf.tile(x, multiples)
 
-        batch = tf.shape(tf.nest.flatten(inputs)[0])[0]
         tiled = tf.nest.map_structure(tile, inputs)
         by_layer = {id(layer): draw for layer, draw in zip(self.layers, draws)}
         with sample_trace(num_samples, by_layer):
-            outputs = self.model(tiled, training=False)
+            return self.model(tiled, training=False)
+
+    def _distribution_impl(self, inputs, draws, num_samples):
+        """The output distribution, batch axis S * B sample-major (row s * B + b)."""
+        outputs = self._tiled_outputs(inputs, draws, num_samples)
+        if isinstance(outputs, (list, tuple, dict)):
+            raise ValueError("A distribution prediction needs a model with a single output, "
+                             f"got {len(outputs)} outputs.")
+        return distribution_of(outputs)
+
+    def _call_impl(self, inputs, draws, num_samples):
+        batch = tf.shape(tf.nest.flatten(inputs)[0])[0]
+        outputs = self._tiled_outputs(inputs, draws, num_samples)
+        # Read at trace time: a subclassed model's distribution head shows only here.
+        self.traced_distribution = any(carries_distribution(y) for y in tf.nest.flatten(outputs))
 
         def split(y):
             y = tf.convert_to_tensor(y)
@@ -232,6 +252,25 @@ class MonteCarloRunner:
         """Model outputs [S, B, ...] for inputs [B, ...] under the drawn samples."""
         return self._call(inputs, draws, num_samples)
 
+    def call_distribution(self, inputs, draws, num_samples):
+        """The output distribution of a distribution head, batch [S * B, ...] sample-major."""
+        return self._call_distribution(inputs, draws, num_samples)
+
+
+def has_distribution_head(model):
+    """True if the model's (single) output is a tfp_bnn distribution layer's."""
+    try:
+        outputs = list(model.outputs or [])
+    except (AttributeError, ValueError, TypeError):  # subclassed: unknown until called
+        return False
+    if len(outputs) != 1:
+        return False
+    history = getattr(outputs[0], "_keras_history", None)
+    layer = getattr(history, "operation", None)
+    if isinstance(layer, keras.Model):  # a nested model: its own output layer decides
+        return has_distribution_head(layer)
+    return isinstance(layer, DistributionLambda)
+
 
 _RUNNERS = weakref.WeakKeyDictionary()
 
@@ -245,7 +284,8 @@ def runner_for(model, jit_compile=False):
 
 
 def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
-        max_rows=DEFAULT_MAX_ROWS, jit_compile=False, runner=None):
+        max_rows=DEFAULT_MAX_ROWS, jit_compile=False, runner=None, distributions=False,
+        values_of=None):
     """Feeds every (sample chunk, input chunk) of Monte Carlo outputs to `consume`.
 
     Args:
@@ -261,6 +301,12 @@ def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
             samples_per_call is not given.
         jit_compile: XLA-compile the traced functions.
         runner: a `MonteCarloRunner`; by default the model's cached one.
+        distributions: pass `consume` the output distribution of a
+            distribution head (batch [S * B, ...], sample-major) instead of
+            the output arrays.
+        values_of: for callers that read the output arrays as parameters
+            (e.g. "logits"): their name, so that a model whose output turns
+            out to be a distribution layer's samples is refused, not misread.
 
     Returns:
         N.
@@ -282,7 +328,15 @@ def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
         for n0 in range(0, count, batch_size):
             n1 = min(count, n0 + batch_size)
             chunk = tf.nest.pack_sequence_as(x, [leaf[n0:n1] for leaf in leaves])
+            if distributions:
+                consume(t0, t0 + size, n0, n1, runner.call_distribution(chunk, draws, size))
+                continue
             outputs = runner.call(chunk, draws, size)
+            if values_of and runner.traced_distribution:
+                raise ValueError(
+                    f"The model's output is a tfp_bnn distribution layer's (its values are "
+                    f"samples of y), not {values_of}: use output='distribution' or "
+                    "tfp_bnn.predict.distribution(model, x).")
             consume(t0, t0 + size, n0, n1, tf.nest.map_structure(np.asarray, outputs))
         t0 += size
     return count

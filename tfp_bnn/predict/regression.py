@@ -23,10 +23,11 @@ import tensorflow as tf
 
 from tfp_bnn.predict import engine
 
-OUTPUTS = ("mean_log_variance", "mean")
+OUTPUTS = ("auto", "mean_log_variance", "mean", "distribution")
 
 
-def _check_level(level):
+def check_level(level):
+    """`level` as a float in (0, 1); ValueError naming it otherwise."""
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"`level` must be a number in (0, 1), got {level!r}.")
     return float(level)
@@ -160,7 +161,7 @@ class RegressionPrediction:
         resolution); without aleatoric noise, empirical quantiles of the
         sampled means.
         """
-        level = _check_level(level)
+        level = check_level(level)
         low_q, high_q = (1 - level) / 2, (1 + level) / 2
         if not np.any(self.sample_variances > 0):
             return (np.quantile(self.sample_means, low_q, axis=0),
@@ -193,12 +194,12 @@ class RegressionPrediction:
 
     def z_interval(self, level=0.95):
         """mean +- z * stddev: the Gaussian approximation of `interval`."""
-        level = _check_level(level)
+        level = check_level(level)
         z = NormalDist().inv_cdf((1 + level) / 2)
         return self.mean - z * self.stddev, self.mean + z * self.stddev
 
 
-def regression(model, x, num_samples=100, output="mean_log_variance", noise_variance=None,
+def regression(model, x, num_samples=100, output="auto", noise_variance=None,
                batch_size=None, samples_per_call=None, max_rows=engine.DEFAULT_MAX_ROWS,
                jit_compile=False):
     """Monte Carlo predictive distribution of a regression model.
@@ -207,7 +208,11 @@ def regression(model, x, num_samples=100, output="mean_log_variance", noise_vari
         model: a built Keras model with tfp_bnn stochastic layers.
         x: inputs of N examples (array, tensor, or list/dict of them).
         num_samples: T >= 1 weight samples.
-        output: what the model outputs along its last axis:
+        output: what the model outputs: "auto" (the default) is
+            "distribution" for a model ending in a tfp_bnn distribution
+            layer (`IndependentNormal`, `MixtureNormal`, ...: the result is a
+            `DistributionPrediction`, exact for the family) and
+            "mean_log_variance" otherwise;
             "mean_log_variance": 2 * D values [means, s] with s = log sigma^2
             (`tfp_bnn.layers.HeteroscedasticRegression`,
             `tfp_bnn.losses.GaussianNLL`); "mean": D means, with the
@@ -235,6 +240,16 @@ def regression(model, x, num_samples=100, output="mean_log_variance", noise_vari
         if not math.isfinite(noise_variance) or noise_variance <= 0:
             raise ValueError(f"`noise_variance` must be finite and > 0, got {noise_variance!r}.")
     engine.check_model(model)
+    if output == "auto":
+        output = "distribution" if engine.has_distribution_head(model) else "mean_log_variance"
+    if output == "distribution":
+        if noise_variance is not None:
+            raise ValueError("`noise_variance` is only for output='mean'; a distribution "
+                             "head predicts its own noise.")
+        from tfp_bnn.predict.distribution import collect  # noqa: PLC0415 - import cycle
+        return collect(model, x, num_samples, batch_size=batch_size,
+                       samples_per_call=samples_per_call, max_rows=max_rows,
+                       jit_compile=jit_compile)
     x, _, count = engine.as_arrays(x, model)
     store = {}
 
@@ -260,6 +275,7 @@ def regression(model, x, num_samples=100, output="mean_log_variance", noise_vari
             store["vars"][t0:t1, n0:n1] = np.exp(log_vars.astype(np.float64))
 
     engine.run(model, x, num_samples, consume, batch_size=batch_size,
-               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile)
+               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile,
+               values_of=repr(output))
     variances = store["vars"] if noise_variance is None else noise_variance
     return RegressionPrediction(store["means"], variances)

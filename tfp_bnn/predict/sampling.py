@@ -31,7 +31,10 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
 
     Returns:
         numpy array(s) of shape [T, N, ...], with the structure of the
-        model's outputs.
+        model's outputs. For a model ending in a distribution layer these
+        are its values (samples of y by default, TFP's
+        `convert_to_tensor_fn`); `tfp_bnn.predict.distribution` reads the
+        distributions themselves.
 
     Example:
     >>> draws = tfp_bnn.predict.sample(model, x_test, num_samples=100)

@@ -1,0 +1,68 @@
+"""The loss of a model whose output is a distribution: -log p(y)."""
+
+import keras
+import tensorflow as tf
+
+from tfp_bnn.distributions.carrier import distribution_of
+
+
+def _aligned(y_true, value):
+    """`y_true` with the rank of one sample of the output, as Keras aligns targets."""
+    y_true = tf.convert_to_tensor(y_true)
+    rank, want = y_true.shape.rank, value.shape.rank
+    if rank is not None and want is not None:
+        if rank == want - 1 and value.shape[-1] == 1:
+            return tf.expand_dims(y_true, -1)
+        if rank == want + 1 and y_true.shape[-1] == 1:
+            return tf.squeeze(y_true, -1)
+    return y_true
+
+
+def negative_log_likelihood(y_true, y_pred):
+    """-log p(y_true) under the distribution `y_pred` carries, per example.
+
+    The function form of `NegativeLogLikelihood`; the same as TFP's
+    `lambda y, rv_y: -rv_y.log_prob(y)`.
+    """
+    distribution = distribution_of(y_pred)
+    y = _aligned(y_true, y_pred)
+    dtype = distribution.dtype
+    if dtype is not None and tf.as_dtype(dtype).is_floating:
+        y = tf.cast(y, dtype)
+    return -distribution.log_prob(y)
+
+
+# Registered under its own name: tfp_bnn.metrics.NegativeLogLikelihood (a
+# streaming classification metric) holds "tfp_bnn>NegativeLogLikelihood".
+@keras.saving.register_keras_serializable(package="tfp_bnn", name="NegativeLogLikelihoodLoss")
+class NegativeLogLikelihood(keras.losses.Loss):
+    """Negative log-likelihood of the targets under the model's output distribution.
+
+    The loss for models ending in a tfp_bnn distribution layer
+    (`IndependentNormal`, `Categorical`, `DistributionLambda`, ...): the
+    registered, saveable form of TFP's `negloglik = lambda y, rv_y:
+    -rv_y.log_prob(y)`. With the default reduction it is the mean NLL over
+    the batch, the data term of tfp_bnn's per-example objective
+    (mean NLL + KL / N).
+
+    Args:
+        reduction, name, dtype: as in `keras.losses.Loss`.
+
+    Call arguments:
+        y_true: targets, shaped like one sample of the output distribution
+            (Keras' rank alignment applies: (batch,) for (batch, 1) outputs).
+        y_pred: the output of a tfp_bnn distribution layer.
+
+    Returns:
+        The reduced NLL.
+
+    Example:
+    >>> model.compile("adam", loss=tfp_bnn.losses.NegativeLogLikelihood())
+    """
+
+    def __init__(self, reduction="sum_over_batch_size", name="negative_log_likelihood",
+                 dtype=None):
+        super().__init__(reduction=reduction, name=name, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        return negative_log_likelihood(y_true, y_pred)

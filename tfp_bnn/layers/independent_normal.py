@@ -1,0 +1,62 @@
+"""Independent Normal output distribution (TFP's `IndependentNormal`)."""
+
+import keras
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
+from tfp_bnn.layers.distribution_lambda import check_event_shape
+
+tfd = tfp.distributions
+
+
+def reshaped_halves(params, event_shape):
+    """Splits the last axis of `params` in two and reshapes each to batch + event shape."""
+    params = tf.convert_to_tensor(params)
+    shape = tf.concat([tf.shape(params)[:-1], tf.constant(event_shape, tf.int32)], 0)
+    first, second = tf.split(params, 2, axis=-1)
+    return tf.reshape(first, shape), tf.reshape(second, shape)
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class IndependentNormal(EventShapeDistribution):
+    """Normal distribution with independent outputs, loc and softplus scale from the input.
+
+    Keras 3 counterpart of `tfp.layers.IndependentNormal`: the input's last
+    axis holds `params_size(event_shape)` = 2 * prod(event_shape) values,
+    the first half the locations and the second half scales through
+    softplus, as in TFP. Train with `tfp_bnn.losses.NegativeLogLikelihood()`
+    (or `lambda y, rv_y: -rv_y.log_prob(y)`).
+
+    Args:
+        event_shape: int or tuple, the shape of one output.
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable; see `DistributionLambda`.
+        validate_args: passed to the TFP distributions.
+        seed: int or None, for convert_to_tensor_fn="sample".
+
+    Call arguments:
+        inputs: tensor [..., params_size(event_shape)].
+
+    Returns:
+        Tensor [..., *event_shape] carrying
+        `tfd.Independent(tfd.Normal(loc, softplus(s)), len(event_shape))`.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((4,)),
+    ...     keras.layers.Dense(IndependentNormal.params_size(1)), IndependentNormal(1)])
+    """
+
+    @staticmethod
+    def params_size(event_shape=()):
+        """Number of input values for one output of shape `event_shape`."""
+        return 2 * EventShapeDistribution._size(check_event_shape(event_shape))
+
+    @staticmethod
+    def new(params, event_shape=(), validate_args=False):
+        """The distribution for `params` (TFP's `IndependentNormal.new`)."""
+        event_shape = check_event_shape(event_shape)
+        loc, scale = reshaped_halves(params, event_shape)
+        return tfd.Independent(
+            tfd.Normal(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),
+            reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)

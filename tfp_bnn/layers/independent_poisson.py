@@ -1,0 +1,43 @@
+"""Independent Poisson output distribution (TFP's `IndependentPoisson`)."""
+
+import keras
+import tensorflow_probability as tfp
+
+from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
+from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.independent_bernoulli import reshaped
+
+tfd = tfp.distributions
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class IndependentPoisson(EventShapeDistribution):
+    """Independent counts with log-rates from the input.
+
+    Keras 3 counterpart of `tfp.layers.IndependentPoisson`: the input's last
+    axis holds prod(event_shape) log-rates (rate = exp(input), as in TFP).
+
+    Args:
+        event_shape, convert_to_tensor_fn, validate_args, seed: as in
+            `IndependentNormal`.
+
+    Call arguments:
+        inputs: tensor [..., params_size(event_shape)] of log-rates.
+
+    Returns:
+        Tensor [..., *event_shape] of counts carrying the distribution.
+
+    Example:
+    >>> head = IndependentPoisson(1)   # after keras.layers.Dense(1)
+    """
+
+    @staticmethod
+    def params_size(event_shape=()):
+        return EventShapeDistribution._size(check_event_shape(event_shape))
+
+    @staticmethod
+    def new(params, event_shape=(), validate_args=False):
+        event_shape = check_event_shape(event_shape)
+        return tfd.Independent(
+            tfd.Poisson(log_rate=reshaped(params, event_shape), validate_args=validate_args),
+            reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)
