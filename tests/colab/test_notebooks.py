@@ -20,6 +20,7 @@ NOTEBOOKS = (
     "classification_calibration_ood.ipynb",
     "node_bnn_flows.ipynb",
     "bayesian_transformer_moments.ipynb",
+    "porting_from_tfp_layers.ipynb",
 )
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 COLAB_URL = "https://colab.research.google.com/github/tfp-bnn/tfp_bnn/blob/main/colab/"
