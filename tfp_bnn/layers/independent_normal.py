@@ -47,16 +47,19 @@ class IndependentNormal(EventShapeDistribution):
     ...     keras.layers.Dense(IndependentNormal.params_size(1)), IndependentNormal(1)])
     """
 
+    # The location-scale family of each output (IndependentLogistic swaps it).
+    family = tfd.Normal
+
     @staticmethod
     def params_size(event_shape=()):
         """Number of input values for one output of shape `event_shape`."""
         return 2 * EventShapeDistribution._size(check_event_shape(event_shape))
 
-    @staticmethod
-    def new(params, event_shape=(), validate_args=False):
+    @classmethod
+    def new(cls, params, event_shape=(), validate_args=False):
         """The distribution for `params` (TFP's `IndependentNormal.new`)."""
         event_shape = check_event_shape(event_shape)
         loc, scale = reshaped_halves(params, event_shape)
         return tfd.Independent(
-            tfd.Normal(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),
+            cls.family(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),
             reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)
