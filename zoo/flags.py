@@ -20,6 +20,19 @@ def positive_int(text):
     return _int_at_least(text, 1, "a positive int")
 
 
+# tfp_bnn.predict.engine.MAX_NUM_SAMPLES, restated so that parsing arguments
+# does not import TensorFlow (tests/zoo/test_flags.py keeps them equal).
+MAX_SAMPLES = 10**6
+
+
+def sample_count(text):
+    """argparse type: Monte Carlo samples, an int from 1 to MAX_SAMPLES."""
+    value = positive_int(text)
+    if value > MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SAMPLES:,}, got {value}")
+    return value
+
+
 def non_negative_int(text):
     """argparse type: an int >= 0."""
     return _int_at_least(text, 0, "a non-negative int")
@@ -50,6 +63,8 @@ def check_run_flags(parser, args):
     for name in ("epochs", "samples"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be a positive int, got {getattr(args, name)}")
+    if args.samples > MAX_SAMPLES:
+        parser.error(f"--samples must be at most {MAX_SAMPLES:,}, got {args.samples}")
     if args.seed < 0:
         parser.error(f"--seed must be a non-negative int, got {args.seed}")
 

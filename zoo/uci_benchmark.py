@@ -362,7 +362,7 @@ def build_parser():
     parser.add_argument("--epochs", type=flags.positive_int, default=None,
                         help="override the chosen number of epochs")
     parser.add_argument("--seed", type=flags.non_negative_int, default=0, help="split k uses seed + k")
-    parser.add_argument("--samples", type=flags.positive_int, default=100,
+    parser.add_argument("--samples", type=flags.sample_count, default=100,
                         help="Monte Carlo samples T of the test predictive (default 100)")
     parser.add_argument("--validation", action="store_true",
                         help="score on the last 20%% of each split's training rows instead "
@@ -388,23 +388,51 @@ def main(argv=None):
                      f"chosen for {sorted(BEST_MODEL)}.")
     if args.splits is not None and args.splits > len(data.splits):
         parser.error(f"--splits {args.splits}: {data.path} has only {len(data.splits)} splits.")
-    if args.out is not None:
-        out_dir = os.path.dirname(os.path.abspath(args.out))
-        if not os.path.isdir(out_dir):
-            parser.error(f"--out: directory {out_dir} does not exist.")
-    result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
-                 num_samples=args.samples, validation=args.validation)
-    print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
-    print(format_table(result))
-    if args.out is not None:  # complete or absent: written aside, then renamed
-        partial = f"{args.out}.partial"
-        with open(partial, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=1)
-        os.replace(partial, args.out)
+    partial = _reserve_out(parser, args.out)
+    try:
+        result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
+                     num_samples=args.samples, validation=args.validation)
+        print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
+        print(format_table(result))
+        if partial is not None:  # complete or absent: written aside, then renamed
+            with open(partial, "w", encoding="utf-8") as handle:
+                json.dump(result, handle, indent=1)
+            os.replace(partial, args.out)
+    finally:
+        if partial is not None and os.path.exists(partial):
+            os.remove(partial)  # the benchmark made it a moment ago; nothing else is touched
     return result
+
+
+def _reserve_out(parser, out):
+    """Checks `--out` before any training: a new file in a writable directory.
+
+    Creates `OUT.partial` exclusively (so a bad path fails now, not after
+    the whole benchmark) and returns its name; the result is written there
+    and renamed to `OUT`. An existing `OUT` or `OUT.partial` is never
+    overwritten or removed.
+    """
+    if out is None:
+        return None
+    out_dir = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(out_dir):
+        parser.error(f"--out: directory {out_dir} does not exist.")
+    if os.path.lexists(out):
+        parser.error(f"--out: {out} already exists; the benchmark never overwrites a file "
+                     "(choose a new name).")
+    partial = f"{out}.partial"
+    try:
+        with open(partial, "x", encoding="utf-8"):
+            pass
+    except FileExistsError:
+        parser.error(f"--out: {partial} exists (left by an interrupted run?); remove it or "
+                     "choose another --out.")
+    except OSError as error:
+        parser.error(f"--out: cannot write in {out_dir}: {error.strerror}.")
+    return partial
 
 
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    main(sys.argv[1:])  # a finished run exits 0; parser errors exit 2

@@ -230,3 +230,26 @@ def test_bad_inputs():
         tfp_bnn.predict.sample(model, np.zeros((0, 3), "float32"), 3)
     with pytest.raises(ValueError, match="same number of examples"):
         tfp_bnn.predict.sample(model, [np.zeros((2, 3)), np.zeros((3, 3))], 3)
+
+
+def test_chunks_are_yielded_for_any_sample_count():
+    """O(1) memory however many calls (a list of 2**36 sizes filled 19 GB)."""
+    from tfp_bnn.predict.engine import sample_chunks  # noqa: PLC0415
+
+    chunks = sample_chunks(2**40, 16)
+    assert next(chunks) == 16
+    assert sum(sample_chunks(1000, 7)) == 1000
+    assert max(sample_chunks(1000, 7)) <= 7
+
+
+def test_huge_sample_counts_are_refused_before_any_work():
+    import tfp_bnn  # noqa: PLC0415
+    from tfp_bnn.predict import engine  # noqa: PLC0415
+
+    model = keras.Sequential([keras.Input((2,)), tfp_bnn.layers.DenseFlipout(2, seed=0)])
+    x = np.zeros((4, 2), "float32")
+    for count in (2**40, 2**63):
+        with pytest.raises(ValueError, match="at most 1,000,000"):
+            tfp_bnn.predict.sample(model, x, num_samples=count)
+    with pytest.raises(ValueError, match="GiB, over half of this machine's memory"):
+        engine.check_storage((10**6, 10**9), np.float64, "The sampled means")

@@ -4,6 +4,8 @@ import argparse
 
 import pytest
 
+from tfp_bnn.predict import engine
+from zoo import flags
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
 
@@ -30,3 +32,17 @@ def test_bad_values_exit_with_a_message(capsys, argv, message):
         check_run_flags(parser, parser.parse_args(argv))
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_cli_limit_is_the_library_limit():
+    assert flags.MAX_SAMPLES == engine.MAX_NUM_SAMPLES
+
+
+@pytest.mark.parametrize("text", ["0", "-3", str(10**6 + 1), str(2**40), str(2**63), "many"])
+def test_sample_count_refuses(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        flags.sample_count(text)
+
+
+def test_sample_count_accepts_the_limit():
+    assert flags.sample_count(str(10**6)) == 10**6

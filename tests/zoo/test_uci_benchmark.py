@@ -204,3 +204,29 @@ def test_module_runs_as_a_script():
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert "--dataset" in completed.stdout and "--samples" in completed.stdout
+
+
+def test_cli_benchmark_exits_0_and_checks_out_before_training(tmp_path, capsys):
+    """A finished benchmark exits 0; a taken --out fails at once and stays as it was."""
+    from zoo import cli  # noqa: PLC0415
+
+    directory = _write_layout(tmp_path / "tiny", splits=1)
+    argv = ["benchmark", "uci", "--dataset", str(directory), "--model", "mc_dropout_mlp",
+            "--epochs", "1", "--samples", "4"]
+    def exit_code(args):
+        try:
+            return cli.main(args)
+        except SystemExit as stop:  # argparse's errors, as from the command line
+            return stop.code
+
+    taken = tmp_path / "mine.json"
+    taken.write_text("a user's file")
+    assert exit_code(argv + ["--out", str(taken)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert taken.read_text() == "a user's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.json", "tiny"]
+    out = tmp_path / "result.json"
+    assert exit_code(argv + ["--out", str(out)]) == 0
+    assert json.loads(out.read_text())["num_splits"] == 1
+    assert not (tmp_path / "result.json.partial").exists()
+    assert exit_code(argv + ["--out", str(tmp_path / "no" / "such" / "dir.json")]) == 2

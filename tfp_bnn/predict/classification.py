@@ -274,6 +274,8 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
             store["probs"] = np.zeros((count,) + classes)
             store["entropy"] = np.zeros((count,) + classes[:-1])
             if keep_samples:
+                engine.check_storage((num_samples, count) + classes, np.float64,
+                                     "The kept samples")
                 store["samples"] = np.empty((num_samples, count) + classes)
         store["probs"][n0:n1] += probs.sum(axis=0)
         store["entropy"][n0:n1] += _entropy(probs, log_p).sum(axis=0)

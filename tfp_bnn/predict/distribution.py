@@ -123,6 +123,7 @@ def collect(model, x, num_samples, **chunking):
             variances = None
         if "means" not in store:
             shape = (num_samples, count) + means.shape[2:]
+            engine.check_storage((2,) + shape, np.float64, "The sampled means and variances")
             store["means"] = np.empty(shape)
             store["vars"] = None if variances is None else np.empty(shape)
         store["means"][t0:t1, n0:n1] = means

@@ -17,6 +17,7 @@ per call is bounded by `max_rows` = S * B tiled rows.
 """
 
 import math
+import os
 import weakref
 
 import keras
@@ -33,11 +34,18 @@ DEFAULT_BATCH_SIZE = 1024
 DEFAULT_MAX_ROWS = 16384
 
 
-def _check_positive_int(name, value, allow_none=False):
+# The most Monte Carlo samples one prediction takes: the standard error of a
+# predictive mean falls as 1/sqrt(T), so beyond 10^6 a run only costs time.
+MAX_NUM_SAMPLES = 10**6
+
+
+def _check_positive_int(name, value, allow_none=False, limit=None):
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+    if limit is not None and value > limit:
+        raise ValueError(f"`{name}` must be at most {limit:,}, got {value!r}.")
     return int(value)
 
 
@@ -176,10 +184,38 @@ def as_arrays(inputs, model=None):
 
 
 def sample_chunks(num_samples, samples_per_call):
-    """Balanced chunk sizes that add up to num_samples, none above samples_per_call."""
-    calls = math.ceil(num_samples / samples_per_call)
+    """Balanced chunk sizes that add up to num_samples, none above samples_per_call.
+
+    Yielded one at a time: memory O(1) however many calls there are.
+    """
+    calls = -(-num_samples // samples_per_call)  # exact for ints of any size
     base, extra = divmod(num_samples, calls)
-    return [base + 1] * extra + [base] * (calls - extra)
+    for index in range(calls):
+        yield base + 1 if index < extra else base
+
+
+def _memory_bytes():
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return 16 * 2**30
+
+
+def check_storage(shape, dtype, what):
+    """Raises ValueError if an array of `shape` would take over half the machine's memory.
+
+    Called before a prediction allocates its [T, N, ...] results, so that a
+    huge `num_samples` is refused with a message rather than by the kernel's
+    out-of-memory killer.
+    """
+    needed = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+    limit = _memory_bytes() // 2
+    if needed > limit:
+        raise ValueError(
+            f"{what} of shape {tuple(int(d) for d in shape)} would need "
+            f"{needed / 2**30:.3g} GiB, over half of this machine's memory "
+            f"({limit / 2**30:.3g} GiB); use a smaller `num_samples` or fewer inputs."
+        )
 
 
 class MonteCarloRunner:
@@ -311,7 +347,7 @@ def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
     Returns:
         N.
     """
-    num_samples = _check_positive_int("num_samples", num_samples)
+    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
     batch_size = _check_positive_int("batch_size", batch_size, allow_none=True)
     samples_per_call = _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
     max_rows = _check_positive_int("max_rows", max_rows)

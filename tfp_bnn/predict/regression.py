@@ -268,6 +268,7 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
             means, log_vars = outputs, None
         if "means" not in store:
             shape = (num_samples, count) + means.shape[2:]
+            engine.check_storage((2,) + shape, np.float64, "The sampled means and variances")
             store["means"] = np.empty(shape, np.float64)
             store["vars"] = np.empty(shape, np.float64) if log_vars is not None else None
         store["means"][t0:t1, n0:n1] = means

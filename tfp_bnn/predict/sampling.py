@@ -47,6 +47,9 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
     def consume(t0, t1, n0, n1, outputs):
         leaves = tf.nest.flatten(outputs)
         if "leaves" not in store:
+            for leaf in leaves:
+                engine.check_storage((num_samples, count) + leaf.shape[2:], leaf.dtype,
+                                     "The Monte Carlo samples")
             store["structure"] = outputs
             store["leaves"] = [
                 np.empty((num_samples, count) + leaf.shape[2:], leaf.dtype)
