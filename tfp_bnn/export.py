@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn.distributions.classes import class_log_probabilities
 from tfp_bnn.layers.tracing import forced_mean_trace
 from tfp_bnn.layers.tracing import no_kl_trace
 
@@ -240,14 +241,7 @@ def _distribution_terms(task, distribution, num_samples):
     if task == "regression":
         return (_per_sample(distribution.mean(), num_samples),
                 _per_sample(distribution.variance(), num_samples))
-    base = distribution
-    while hasattr(base, "reinterpreted_batch_ndims"):  # tfd.Independent
-        base = base.distribution
-    logits = base.logits_parameter()
-    if logits.shape.rank == 1 or logits.shape[-1] == 1:  # a single Bernoulli: two classes
-        logits = tf.reshape(logits, [-1, 1])
-        logits = tf.concat([tf.zeros_like(logits), logits], -1)
-    return _per_sample(tf.nn.log_softmax(logits), num_samples)
+    return _per_sample(class_log_probabilities(distribution), num_samples)
 
 
 def _summaries(task, output, noise_variance, outputs, weights, state):

@@ -160,7 +160,7 @@ class EventShapeDistribution(DistributionLambda):
                  **kwargs):
         kwargs.pop("make_distribution_fn", None)
         super().__init__(convert_to_tensor_fn=convert_to_tensor_fn, **kwargs)
-        self.event_shape = check_event_shape(event_shape) if event_shape != () else ()
+        self.event_shape = check_event_shape(event_shape)
         self.validate_args = bool(validate_args)
 
     def _params_size_arguments(self):

@@ -15,14 +15,12 @@ in float64 from log-probabilities so that |logits| ~ 1e3 stay finite.
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn import metrics
+from tfp_bnn.distributions.classes import class_log_probabilities
 from tfp_bnn.predict import engine
 
 OUTPUTS = ("auto", "logits", "probabilities", "log_probabilities", "distribution")
-tfd = tfp.distributions
-
 # The kinds of output arrays `log_probabilities` reads.
 VALUE_OUTPUTS = ("logits", "probabilities", "log_probabilities")
 SCORES = ("predictive_entropy", "expected_entropy", "mutual_information", "one_minus_max_probability")
@@ -204,22 +202,8 @@ def resolve_output(model, output):
 
 
 def _distribution_log_probabilities(distribution, num_samples):
-    """float64 log-probabilities [S, B, K] of a Categorical / OneHotCategorical / Bernoulli."""
-    base = distribution
-    while isinstance(base, tfd.Independent):
-        base = base.distribution
-    if isinstance(base, (tfd.Categorical, tfd.OneHotCategorical)):
-        log_p = tf.nn.log_softmax(tf.cast(base.logits_parameter(), tf.float64))
-    elif isinstance(base, tfd.Bernoulli) and base.event_shape.rank == 0 and (
-            distribution.event_shape.num_elements() in (None, 1)):
-        logits = tf.reshape(tf.cast(base.logits_parameter(), tf.float64), [-1, 1])
-        log_p = tf.concat([tf.math.log_sigmoid(-logits), tf.math.log_sigmoid(logits)], -1)
-    else:
-        raise ValueError(
-            f"classification() needs a Categorical, OneHotCategorical or single Bernoulli "
-            f"output distribution, got {type(distribution).__name__}; use "
-            "tfp_bnn.predict.distribution for other families.")
-    log_p = np.asarray(log_p)
+    """float64 log-probabilities [S, B, K] of a class distribution, batch S * B."""
+    log_p = np.asarray(class_log_probabilities(distribution, tf.float64))
     return log_p.reshape((num_samples, -1) + log_p.shape[1:])
 
 
