@@ -28,6 +28,7 @@ Example:
 
 import dataclasses
 import difflib
+import os
 import pathlib
 
 import numpy as np
@@ -130,7 +131,10 @@ def _series_task(path, name: str, split: int) -> Task:
     if len(values) < needed:
         raise ValueError(f"{path}: the series has {len(values)} values; {WINDOW}-step windows "
                          f"with the last {TEST_SIZE} targets held out need at least {needed}.")
-    arrays = forecasting_split(values, WINDOW, TEST_SIZE)
+    try:
+        arrays = forecasting_split(values, WINDOW, TEST_SIZE)
+    except ValueError as error:  # name the file, not just the array
+        raise ValueError(f"{path}: {error}") from None
     scaler = arrays["scaler"]
     return Task(
         name=name, task="regression",
@@ -174,7 +178,9 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
 
     Raises:
         ValueError: unknown name or missing path, split out of range, or a
-            malformed file (named with its line by the loaders).
+            malformed file (named with its line by the loaders: numbers must
+            be ASCII decimals within float32's range, and a FIFO, device or
+            file above a quarter of physical memory is refused unopened).
     """
     split, seed = _check_split(split, seed)
     if not isinstance(dataset, (str, pathlib.Path)) or not str(dataset):
@@ -190,13 +196,15 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
     if name == "sunspots":
         return _series_task(sunspots_path(), "sunspots", split)
     path = pathlib.Path(name).expanduser()
-    if path.is_file() and path.suffix.lower() == ".csv":
-        return _series_task(path, path.stem, split)
     if path.is_dir():
         data = UCIDataset(path, num_splits=NUM_SPLITS, seed=seed)
         standard = any(data.path.glob("index_train_*.txt"))
         return _uci_task(data, split, standard)
-    if path.is_file():
+    # lexists, not is_file: a FIFO or device named like a .csv goes to the
+    # reader, which refuses it by name without opening it.
+    if os.path.lexists(path) and path.suffix.lower() == ".csv":
+        return _series_task(path, path.stem, split)
+    if os.path.lexists(path):
         raise ValueError(f"Dataset file {name!r} is not a .csv time series; a UCI table "
                          "goes in a directory (data.txt and its index files).")
     if path.suffix or "/" in name or "\\" in name:

