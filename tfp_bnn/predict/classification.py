@@ -19,6 +19,7 @@ import tensorflow as tf
 from tfp_bnn import metrics
 from tfp_bnn.distributions.classes import class_log_probabilities
 from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 
 OUTPUTS = ("auto", "logits", "probabilities", "log_probabilities", "distribution")
 # The kinds of output arrays `log_probabilities` reads.
@@ -243,6 +244,8 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
     engine.check_model(model)
     output = resolve_output(model, output)
     x, _, count = engine.as_arrays(x, model)
+    if keep_samples:
+        limits.check_results(model, num_samples, count, "The kept samples")
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
@@ -258,7 +261,7 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
             store["probs"] = np.zeros((count,) + classes)
             store["entropy"] = np.zeros((count,) + classes[:-1])
             if keep_samples:
-                engine.check_storage((num_samples, count) + classes, np.float64,
+                limits.check_storage((num_samples, count) + classes, np.float64,
                                      "The kept samples")
                 store["samples"] = np.empty((num_samples, count) + classes)
         store["probs"][n0:n1] += probs.sum(axis=0)

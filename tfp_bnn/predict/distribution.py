@@ -21,6 +21,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 from tfp_bnn.predict.regression import RegressionPrediction
 from tfp_bnn.predict.regression import check_level
 
@@ -28,6 +29,9 @@ tfd = tfp.distributions
 
 # Draws per point for the Monte Carlo interval of a non-Normal family.
 _INTERVAL_DRAWS = 4000
+# Distribution objects a prediction keeps: each is ~10 KB of Python objects
+# beyond its tensors, so 10^5 of them are ~1 GB of overhead.
+MAX_KEPT_CALLS = 100_000
 
 
 def _is_normal(distribution):
@@ -103,10 +107,23 @@ class DistributionPrediction(RegressionPrediction):
                 np.quantile(draws, (1 + level) / 2, axis=0))
 
 
-def collect(model, x, num_samples, **chunking):
+def collect(model, x, num_samples, batch_size=None, samples_per_call=None,
+            max_rows=engine.DEFAULT_MAX_ROWS, jit_compile=False):
     """Runs the model's distribution head T times; returns a `DistributionPrediction`."""
     engine.check_model(model)
-    x, _, count = engine.as_arrays(x, model)
+    x, leaves, count = engine.as_arrays(x, model)
+    limits.check_results(model, num_samples, count, "The sampled means and variances",
+                         copies=2)
+    # The prediction keeps each call's distribution (for the exact log-likelihood).
+    _, batch, per_call = limits.plan(num_samples, leaves, count, batch_size, samples_per_call,
+                                     max_rows)
+    calls = limits.count_calls(num_samples, count, batch, per_call)
+    if calls > MAX_KEPT_CALLS:
+        raise ValueError(
+            f"distribution() keeps one distribution object per traced call; "
+            f"{calls:,} calls ({num_samples:,} samples in chunks of {per_call:,}, {count:,} "
+            f"inputs in batches of {batch:,}) are over the limit of {MAX_KEPT_CALLS:,}: pass "
+            "a larger `samples_per_call`, `batch_size` or `max_rows`.")
     store = {"chunks": []}
 
     def consume(t0, t1, n0, n1, distribution):
@@ -123,7 +140,7 @@ def collect(model, x, num_samples, **chunking):
             variances = None
         if "means" not in store:
             shape = (num_samples, count) + means.shape[2:]
-            engine.check_storage((2,) + shape, np.float64, "The sampled means and variances")
+            limits.check_storage((2,) + shape, np.float64, "The sampled means and variances")
             store["means"] = np.empty(shape)
             store["vars"] = None if variances is None else np.empty(shape)
         store["means"][t0:t1, n0:n1] = means
@@ -131,7 +148,9 @@ def collect(model, x, num_samples, **chunking):
             store["vars"][t0:t1, n0:n1] = variances
         store["chunks"].append((t0, t1, n0, n1, distribution))
 
-    engine.run(model, x, num_samples, consume, distributions=True, **chunking)
+    engine.run(model, x, num_samples, consume, batch_size=batch_size,
+               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile,
+               distributions=True)
     return DistributionPrediction(store["means"], store["vars"], store["chunks"])
 
 

@@ -16,8 +16,6 @@ the weight count once per prediction (not once per input chunk), and memory
 per call is bounded by `max_rows` = S * B tiled rows.
 """
 
-import math
-import os
 import weakref
 
 import keras
@@ -29,25 +27,11 @@ from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.tracing import sample_trace
-
-DEFAULT_BATCH_SIZE = 1024
-DEFAULT_MAX_ROWS = 16384
-
-
-# The most Monte Carlo samples one prediction takes: the standard error of a
-# predictive mean falls as 1/sqrt(T), so beyond 10^6 a run only costs time.
-MAX_NUM_SAMPLES = 10**6
-
-
-def _check_positive_int(name, value, allow_none=False, limit=None):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
-    if limit is not None and value > limit:
-        raise ValueError(f"`{name}` must be at most {limit:,}, got {value!r}.")
-    return int(value)
-
+from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
+from tfp_bnn.predict.limits import MAX_NUM_SAMPLES  # noqa: F401 - part of the engine's API
+from tfp_bnn.predict.limits import check_storage  # noqa: F401 - used by the front ends
+from tfp_bnn.predict.limits import plan
+from tfp_bnn.predict.limits import sample_chunks
 
 def check_model(model):
     """Raises ValueError unless `model` is a built Keras model or layer."""
@@ -183,41 +167,6 @@ def as_arrays(inputs, model=None):
     return tf.nest.pack_sequence_as(inputs, converted), converted, count
 
 
-def sample_chunks(num_samples, samples_per_call):
-    """Balanced chunk sizes that add up to num_samples, none above samples_per_call.
-
-    Yielded one at a time: memory O(1) however many calls there are.
-    """
-    calls = -(-num_samples // samples_per_call)  # exact for ints of any size
-    base, extra = divmod(num_samples, calls)
-    for index in range(calls):
-        yield base + 1 if index < extra else base
-
-
-def _memory_bytes():
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
-        return 16 * 2**30
-
-
-def check_storage(shape, dtype, what):
-    """Raises ValueError if an array of `shape` would take over half the machine's memory.
-
-    Called before a prediction allocates its [T, N, ...] results, so that a
-    huge `num_samples` is refused with a message rather than by the kernel's
-    out-of-memory killer.
-    """
-    needed = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
-    limit = _memory_bytes() // 2
-    if needed > limit:
-        raise ValueError(
-            f"{what} of shape {tuple(int(d) for d in shape)} would need "
-            f"{needed / 2**30:.3g} GiB, over half of this machine's memory "
-            f"({limit / 2**30:.3g} GiB); use a smaller `num_samples` or fewer inputs."
-        )
-
-
 class MonteCarloRunner:
     """Traced functions that run `model` on S weight samples at once.
 
@@ -347,16 +296,10 @@ def run(model, x, num_samples, consume, batch_size=None, samples_per_call=None,
     Returns:
         N.
     """
-    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
-    batch_size = _check_positive_int("batch_size", batch_size, allow_none=True)
-    samples_per_call = _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
-    max_rows = _check_positive_int("max_rows", max_rows)
     check_model(model)
     x, leaves, count = as_arrays(x, model)
-    batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
-    if samples_per_call is None:
-        samples_per_call = max(1, max_rows // batch_size)
-    samples_per_call = min(num_samples, samples_per_call)
+    num_samples, batch_size, samples_per_call = plan(num_samples, leaves, count, batch_size,
+                                                     samples_per_call, max_rows)
     runner = runner or runner_for(model, bool(jit_compile))
     t0 = 0
     for size in sample_chunks(num_samples, samples_per_call):

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 
 OUTPUTS = ("auto", "mean_log_variance", "mean", "distribution")
 
@@ -251,6 +252,12 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
                        samples_per_call=samples_per_call, max_rows=max_rows,
                        jit_compile=jit_compile)
     x, _, count = engine.as_arrays(x, model)
+    size = limits.static_output_size(model)
+    if output == "mean_log_variance":
+        limits.check_results(model, num_samples, count, "The sampled means and variances",
+                             copies=2, per_example=size // 2)
+    else:
+        limits.check_results(model, num_samples, count, "The sampled means")
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
@@ -268,7 +275,7 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
             means, log_vars = outputs, None
         if "means" not in store:
             shape = (num_samples, count) + means.shape[2:]
-            engine.check_storage((2,) + shape, np.float64, "The sampled means and variances")
+            limits.check_storage((2,) + shape, np.float64, "The sampled means and variances")
             store["means"] = np.empty(shape, np.float64)
             store["vars"] = np.empty(shape, np.float64) if log_vars is not None else None
         store["means"][t0:t1, n0:n1] = means

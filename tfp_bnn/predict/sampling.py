@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 
 
 def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
@@ -42,13 +43,14 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
     """
     engine.check_model(model)
     x, _, count = engine.as_arrays(x, model)
+    limits.check_results(model, num_samples, count, "The Monte Carlo samples", dtype=np.float32)
     store = {}
 
     def consume(t0, t1, n0, n1, outputs):
         leaves = tf.nest.flatten(outputs)
         if "leaves" not in store:
             for leaf in leaves:
-                engine.check_storage((num_samples, count) + leaf.shape[2:], leaf.dtype,
+                limits.check_storage((num_samples, count) + leaf.shape[2:], leaf.dtype,
                                      "The Monte Carlo samples")
             store["structure"] = outputs
             store["leaves"] = [

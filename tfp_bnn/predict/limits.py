@@ -1,0 +1,134 @@
+"""Limits on every size a prediction's caller controls, checked before any work.
+
+`num_samples` (T), `batch_size`, `samples_per_call` and `max_rows` are
+checked together by `plan`; the [T, N, ...] results a front end keeps are
+checked by `check_results` before the first model call (with the model's
+static output size) and by `check_storage` on the first chunk (exact size).
+Memory is bounded by half the machine's physical memory.
+"""
+
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_BATCH_SIZE = 1024
+DEFAULT_MAX_ROWS = 16384
+# The most tiled rows (samples_per_call * batch_size) one traced call takes:
+# 2**22 rows of a 1,000-wide float32 hidden layer are already 16 GiB.
+MAX_ROWS_PER_CALL = 2**22
+
+
+# The most Monte Carlo samples one prediction takes: the standard error of a
+# predictive mean falls as 1/sqrt(T), so beyond 10^6 a run only costs time.
+MAX_NUM_SAMPLES = 10**6
+
+
+def _check_positive_int(name, value, allow_none=False, limit=None):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+    if limit is not None and value > limit:
+        raise ValueError(f"`{name}` must be at most {limit:,}, got {value!r}.")
+    return int(value)
+
+
+def sample_chunks(num_samples, samples_per_call):
+    """Balanced chunk sizes that add up to num_samples, none above samples_per_call.
+
+    Yielded one at a time: memory O(1) however many calls there are.
+    """
+    calls = -(-num_samples // samples_per_call)  # exact for ints of any size
+    base, extra = divmod(num_samples, calls)
+    for index in range(calls):
+        yield base + 1 if index < extra else base
+
+
+def memory_bytes():
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return 16 * 2**30
+
+
+def check_bytes(needed, what, advice="use a smaller `num_samples` or fewer inputs"):
+    """Raises ValueError if `needed` bytes are over half the machine's memory."""
+    limit = memory_bytes() // 2
+    if needed > limit:
+        raise ValueError(f"{what} would need {needed / 2**30:.3g} GiB, over half of this "
+                         f"machine's memory ({limit / 2**30:.3g} GiB); {advice}.")
+
+
+def check_storage(shape, dtype, what):
+    """Raises ValueError if an array of `shape` would take over half the machine's memory.
+
+    Called before a prediction allocates its [T, N, ...] results, so that a
+    huge `num_samples` is refused with a message rather than by the kernel's
+    out-of-memory killer.
+    """
+    shape = tuple(int(d) for d in shape)
+    check_bytes(math.prod(shape) * np.dtype(dtype).itemsize, f"{what} of shape {shape}")
+
+
+def static_output_size(model):
+    """Values per example of the model's single output if its shape is static, else 1.
+
+    A lower bound for checking the storage of T * N results before any call.
+    """
+    try:
+        outputs = list(model.outputs or [])
+    except (AttributeError, ValueError, TypeError):  # subclassed: unknown until called
+        return 1
+    if len(outputs) != 1:
+        return 1
+    dims = tuple(outputs[0].shape)[1:]
+    if any(d is None for d in dims):
+        return 1
+    return max(1, math.prod(int(d) for d in dims))
+
+
+def check_results(model, num_samples, count, what, copies=1, dtype=np.float64, per_example=None):
+    """Refuses, before the first model call, `copies` [T, N, D] results that cannot fit.
+
+    D is `per_example` or the model's static output size (1 when unknown: a
+    lower bound; the exact size is checked again on the first chunk).
+    """
+    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
+    size = static_output_size(model) if per_example is None else max(1, int(per_example))
+    check_storage((copies, num_samples, count, size), dtype, what)
+
+
+def plan(num_samples, leaves, count, batch_size=None, samples_per_call=None,
+         max_rows=DEFAULT_MAX_ROWS):
+    """Checks every size the caller controls; returns (T, batch_size, samples_per_call).
+
+    Each traced call tiles `samples_per_call` copies of `batch_size` inputs:
+    their product is bounded by `MAX_ROWS_PER_CALL` and the tiled inputs must
+    fit in half the machine's memory, checked here before any allocation.
+    """
+    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
+    batch_size = _check_positive_int("batch_size", batch_size, allow_none=True)
+    samples_per_call = _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
+    max_rows = _check_positive_int("max_rows", max_rows, limit=MAX_ROWS_PER_CALL)
+    batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
+    if samples_per_call is None:
+        samples_per_call = max(1, max_rows // batch_size)
+    samples_per_call = min(num_samples, samples_per_call)
+    rows = samples_per_call * batch_size
+    if rows > MAX_ROWS_PER_CALL:
+        raise ValueError(
+            f"`samples_per_call` * `batch_size` = {samples_per_call:,} * {batch_size:,} = "
+            f"{rows:,} tiled rows per call, over the limit of {MAX_ROWS_PER_CALL:,}; pass a "
+            "smaller `samples_per_call` or `batch_size`.")
+    row_bytes = sum(math.prod(int(d) for d in leaf.shape[1:]) * leaf.dtype.size
+                    if isinstance(leaf, tf.Tensor) else leaf[:1].nbytes for leaf in leaves)
+    check_bytes(rows * row_bytes, f"The inputs tiled {samples_per_call:,} times per call "
+                f"({rows:,} rows)", "pass a smaller `samples_per_call` or `batch_size`")
+    return num_samples, batch_size, samples_per_call
+
+
+def count_calls(num_samples, count, batch_size, samples_per_call):
+    """How many traced calls `run` makes: sample chunks times input chunks."""
+    return -(-num_samples // samples_per_call) * -(-count // batch_size)
