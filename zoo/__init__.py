@@ -4,18 +4,26 @@
 `list_models()` names them; `MODELS` maps names to builders. The CLI
 (`python -m zoo list | train | evaluate | benchmark`) is in `zoo.cli`.
 
+The names below load `zoo.registry` (and TensorFlow) on first use, so that
+`python -m zoo` can read its arguments, and refuse bad ones, before
+TensorFlow starts.
+
 Example:
 >>> import zoo
 >>> model = zoo.build_model("mc_dropout_mlp", input_shape=(8,), num_train=927)
 """
 
-from zoo.registry import MODELS
-from zoo.registry import SPECS
-from zoo.registry import ModelSpec
-from zoo.registry import build_model
-from zoo.registry import get_model
-from zoo.registry import get_spec
-from zoo.registry import list_models
+import importlib
 
 __all__ = ["MODELS", "ModelSpec", "SPECS", "build_model", "get_model", "get_spec",
            "list_models"]
+
+
+def __getattr__(name):
+    if name in __all__:
+        return getattr(importlib.import_module("zoo.registry"), name)
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

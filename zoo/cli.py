@@ -12,35 +12,19 @@ benchmark layout, or a .csv time series.
 """
 
 import argparse
-import json
+import re
 import sys
 
-from zoo import datasets
-from zoo import registry
-from zoo.flags import non_negative_int
-from zoo.flags import positive_int
-from zoo.flags import sample_count
-from zoo.flags import seconds
+from zoo import flags
+from zoo import uci_benchmark_args
 
 COMMANDS = ("list", "train", "evaluate", "benchmark")
-
-
-def _override(text):
-    """KEY=VALUE with VALUE as JSON (numbers, lists) or a plain string."""
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    try:
-        value = json.loads(value)
-    except json.JSONDecodeError:
-        pass
-    if isinstance(value, list):
-        value = tuple(value)
-    return key, value
+# KEY=VALUE with VALUE as JSON (numbers, lists) or a plain string.
+_override = flags.override
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = flags.OneLineParser(
         prog="python -m zoo",
         description="Ready Bayesian models: list them, train one, evaluate a run, run the "
                     "UCI benchmark. Without a command: the main job (see zoo.main_job).")
@@ -51,36 +35,45 @@ def build_parser():
     train.add_argument("model", help="a model name from `python -m zoo list`")
     train.add_argument("--dataset", required=True,
                        help="built-in name, UCI-layout directory, or .csv series")
-    train.add_argument("--split", type=non_negative_int, default=0, help="split index (default 0)")
-    train.add_argument("--epochs", type=positive_int, default=None,
+    train.add_argument("--split", type=flags.split_index, default=0,
+                       help=f"split index (default 0, at most {flags.MAX_SPLIT:,})")
+    train.add_argument("--epochs", type=flags.epoch_count, default=None,
                        help="training epochs (default: 30 for classification, about 6000 "
-                            "steps for regression)")
-    train.add_argument("--seed", type=non_negative_int, default=0,
-                       help="seed of weights, noise and generated splits (default 0)")
+                            f"steps for regression; at most {flags.MAX_EPOCHS:,})")
+    train.add_argument("--seed", type=flags.seed, default=0,
+                       help="seed of weights, noise and generated splits (default 0, at most "
+                            f"{flags.MAX_SEED:,})")
     train.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
                        default="default",
                        help="tf.distribute strategy; multiworker reads TF_CONFIG")
     train.add_argument("--out", default=None,
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
-    train.add_argument("--batch-size", type=positive_int, default=32, help="global batch size")
-    train.add_argument("--samples", type=sample_count, default=100,
-                       help="Monte Carlo samples at test time (default 100)")
-    train.add_argument("--set", type=_override, action="append", default=[],
-                       metavar="KEY=VALUE",
-                       help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1")
+    train.add_argument("--batch-size", type=flags.batch_size, default=32,
+                       help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
+    train.add_argument("--samples", type=flags.sample_count, default=100,
+                       help="Monte Carlo samples at test time (default 100, at most "
+                            f"{flags.MAX_SAMPLES:,})")
+    train.add_argument("--set", type=_override, action=flags.CollectOverrides, default={},
+                       dest="overrides", metavar="KEY=VALUE",
+                       help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1 "
+                            f"(layer sizes at most {flags.MAX_UNITS:,}; not the arguments "
+                            "the flags set: seed, decay_steps, ...)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
-    train.add_argument("--checkpoint-seconds", type=seconds, default=2.0,
+    train.add_argument("--checkpoint-seconds", type=flags.seconds, default=2.0,
                        help="minimum seconds between checkpoints (default 2; 0: every "
-                            "epoch); a killed run resumes from the last one")
-    train.add_argument("--threads", type=non_negative_int, default=1,
+                            f"epoch; at most {flags.MAX_CHECKPOINT_SECONDS:,.0f}); a killed "
+                            "run resumes from the last one")
+    train.add_argument("--threads", type=flags.thread_count, default=1,
                        help="CPU threads for TensorFlow (default 1: the same seed gives "
                             "bit-identical runs; 0: TensorFlow's default, all cores, runs "
-                            "then differ in the last float bits); results.json records it")
+                            "then differ in the last float bits; at most "
+                            f"{flags.MAX_THREADS}); results.json records it")
 
     evaluate = commands.add_parser("evaluate", help="reload a finished run and score it")
     evaluate.add_argument("run_dir", help="a directory written by `python -m zoo train`")
-    evaluate.add_argument("--samples", type=sample_count, default=None,
-                          help="Monte Carlo samples (default: the run's)")
+    evaluate.add_argument("--samples", type=flags.sample_count, default=None,
+                          help="Monte Carlo samples (default: the run's, at most "
+                               f"{flags.MAX_SAMPLES:,})")
 
     benchmark = commands.add_parser("benchmark", add_help=False,
                                     help="protocol benchmarks: `benchmark uci --help`")
@@ -89,6 +82,9 @@ def build_parser():
 
 
 def _list():
+    from zoo import datasets  # noqa: PLC0415 - TensorFlow only once the arguments are read
+    from zoo import registry  # noqa: PLC0415
+
     print("models:")
     for name in registry.list_models():
         spec = registry.get_spec(name)
@@ -107,8 +103,11 @@ def _print_metrics(metrics, prefix=""):
 
 
 def _train(args):
-    from zoo import runner  # noqa: PLC0415 - TensorFlow only for the commands that need it
+    from zoo import registry  # noqa: PLC0415 - TensorFlow only for the commands that need it
+    from zoo import runner  # noqa: PLC0415
 
+    # The model and its --set keys before the data is read or anything written.
+    registry.check_overrides(args.model, args.overrides)
     out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
                        f"-split{args.split}-seed{args.seed}")
     # In a fresh `python -m zoo` process this always applies; called from a
@@ -117,7 +116,7 @@ def _train(args):
     result = runner.train_and_evaluate(
         args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
         strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
-        verbose=0 if args.quiet else 1, overrides=dict(args.set),
+        verbose=0 if args.quiet else 1, overrides=args.overrides,
         checkpoint_seconds=args.checkpoint_seconds)
     _print_metrics(result, "test: ")
     print(f"wrote {out} ({result['total_seconds']:.1f} s)")
@@ -150,18 +149,51 @@ def _one_line(error):
 
 def _benchmark(argv):
     """`python -m zoo benchmark ...`: exit code 0 once the table is printed and saved."""
-    from zoo import uci_benchmark  # noqa: PLC0415
+    from zoo import uci_benchmark  # noqa: PLC0415 - TensorFlow after the arguments
 
     uci_benchmark.main(argv)  # returns the result dict, which is no exit code
     return 0
 
 
+def _too_large(error):
+    """What a MemoryError, RecursionError, OverflowError or TensorFlow OOM says, on one line."""
+    text = _one_line(error)
+    shape = re.search(r"OOM when allocating tensor with shape\[[^\]]*\]", text)
+    if shape:
+        return f"out of memory ({shape.group(0)}); use a smaller --batch-size or layers"
+    if len(text) > 200:
+        text = text[:200] + "..."
+    what = {MemoryError: "out of memory", RecursionError: "input nested too deeply",
+            OverflowError: "a number is too large"}
+    for kind, summary in what.items():
+        if isinstance(error, kind):
+            return f"{summary} ({type(error).__name__}: {text}); use smaller values"
+    return f"out of memory ({text}); use a smaller --batch-size or layers"
+
+
+def _resource_errors():
+    """The errors that mean "too large": Python's, and TensorFlow's OOM once it is loaded."""
+    errors = (MemoryError, RecursionError, OverflowError)
+    tensorflow = sys.modules.get("tensorflow")
+    oom = getattr(getattr(tensorflow, "errors", None), "ResourceExhaustedError", None)
+    return errors + (oom,) if oom is not None else errors
+
+
 def _run(command, function, *arguments):
-    """Runs a command; a bad input, divergence or interruption ends in one line on stderr."""
+    """Runs a command; a bad input, divergence or interruption ends in one line on stderr.
+
+    A MemoryError, RecursionError, OverflowError or TensorFlow out-of-memory
+    error (a size the checks let through) is bad input too: one line, exit
+    2. Any other exception is a bug and keeps its traceback.
+    """
     prog = " ".join(("python -m zoo", command)) if command else "python -m zoo"
     try:
-        return function(*arguments)
-    except FloatingPointError as error:
+        try:
+            return function(*arguments)
+        except _resource_errors() as error:
+            print(f"{prog}: error: {_too_large(error)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    except FloatingPointError as error:  # after OverflowError, which is one too
         print(f"{prog}: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_DIVERGED
     except (ValueError, OSError) as error:
@@ -183,13 +215,17 @@ def main(argv=None):
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
-        from zoo import main_job  # noqa: PLC0415
+        from zoo import main_job  # noqa: PLC0415 - parses before it starts TensorFlow
 
         return _run("", main_job.main, argv)
     parser = build_parser()
     if argv[0] == "benchmark":
+        uci_benchmark_args.build_parser().parse_args(argv[1:])  # errors before TensorFlow
+        flags.start_tensorflow_quietly()
         return _run("benchmark", _benchmark, argv[1:])
     args = parser.parse_args(argv)
+    # Only now, with the arguments read, does TensorFlow start.
+    flags.start_tensorflow_quietly()
     if args.command == "list":
         return _list()
     if args.command == "train":

@@ -10,21 +10,10 @@ units (MPa), as in Hernandez-Lobato and Adams (2015) and Gal and Ghahramani
 RMSE 7.19, MC dropout RMSE 5.23.
 """
 
-import argparse
 import math
 import time
 
-import keras
-import numpy as np
-
-import tfp_bnn
-from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.data import Standardizer
-from tfp_bnn.data import load_concrete
-from tfp_bnn.data import train_test_split
-from zoo.bbb_mlp import bbb_mlp
-from zoo.flags import add_run_flags
-from zoo.flags import check_run_flags
+from zoo import flags
 
 EPOCHS = 600
 BATCH_SIZE = 32
@@ -33,28 +22,8 @@ NUM_SAMPLES = 100
 NUM_PROGRESS_LINES = 6
 
 
-class _Progress(keras.callbacks.Callback):
-    """Prints one short line every `every` epochs (Keras' bar is per step)."""
-
-    def __init__(self, epochs, every, start):
-        super().__init__()
-        self.epochs = epochs
-        self.every = every
-        self.start = start
-
-    def on_epoch_end(self, epoch, logs=None):
-        done = epoch + 1
-        if done % self.every and done != self.epochs:
-            return
-        logs = logs or {}
-        parts = [f"epoch {done:4d}/{self.epochs}"]
-        for key in ("loss", "data_loss", "kl"):
-            if key in logs:
-                parts.append(f"{key} {float(logs[key]):.3f}")
-        parts.append(f"{time.perf_counter() - self.start:.0f}s")
-        print("  ".join(parts), flush=True)
-
-
+# TensorFlow, Keras and tfp_bnn are imported inside the functions: `main`
+# reads and checks its arguments before TensorFlow starts.
 def prepare_concrete(seed):
     """The split and the train-only standardisation of concrete.
 
@@ -62,6 +31,10 @@ def prepare_concrete(seed):
         dict with `x_train`, `y_train`, `x_test`, `y_test` (standardised,
         float32) and `y_scaler`, the target's `Standardizer`.
     """
+    from tfp_bnn.data import Standardizer  # noqa: PLC0415
+    from tfp_bnn.data import load_concrete  # noqa: PLC0415
+    from tfp_bnn.data import train_test_split  # noqa: PLC0415
+
     x, y = load_concrete()
     train, test = train_test_split(len(x), test_fraction=0.1, seed=seed)
     x_scaler = Standardizer().fit(x[train])
@@ -82,6 +55,14 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, batch_size=BATCH_SIZE):
         dict with `rmse` and `log_likelihood` (test, original units),
         `seconds` (wall time), `num_train` and `num_test`.
     """
+    import keras  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    import tfp_bnn  # noqa: PLC0415
+    from tfp_bnn.callbacks import KLScheduler  # noqa: PLC0415
+    from zoo.bbb_mlp import bbb_mlp  # noqa: PLC0415
+    from zoo.progress import PlainProgress  # noqa: PLC0415
+
     start = time.perf_counter()
     # Seeds Python, NumPy and TF: the minibatch shuffling of `fit` included.
     keras.utils.set_random_seed(seed)
@@ -106,7 +87,8 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, batch_size=BATCH_SIZE):
         epochs=epochs,
         batch_size=batch_size,
         verbose=0,
-        callbacks=[KLScheduler(num_examples=num_train), _Progress(epochs, every, start)],
+        callbacks=[KLScheduler(num_examples=num_train),
+                   PlainProgress(epochs, every=every, start=start)],
     )
     # T weight samples drawn inside traced calls (tfp_bnn.predict), mapped back
     # to MPa so that RMSE and log-likelihood are in the data's units.
@@ -129,14 +111,14 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, batch_size=BATCH_SIZE):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = flags.OneLineParser(
         prog="python -m zoo",
         description=(
             "Train the Bayes-by-Backprop MLP on UCI concrete (one seeded 90/10 "
             "split) and print test RMSE and log-likelihood in MPa."
         ),
     )
-    add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs",
+    flags.add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs",
                   "seed of the split, the weights and the noise",
                   "Monte Carlo forward passes at test time")
     return parser
@@ -150,7 +132,8 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    check_run_flags(parser, args)
+    flags.check_run_flags(parser, args)
+    flags.start_tensorflow_quietly()
     result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples)
     print(
         f"test RMSE {result['rmse']:.3f} MPa  "

@@ -40,6 +40,7 @@ from tfp_bnn.layers.composite import positive_int
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
 from tfp_bnn.modes import kl_layers
+from zoo import flags
 from zoo import node_bnn
 from zoo import transformer_models
 
@@ -68,7 +69,12 @@ def _positive_ints(name, values):
     values = tuple(positive_int(name, value) for value in values)
     if not values:
         raise ValueError(f"`{name}` must list at least one layer size, got an empty sequence.")
+    flags.check_sizes(name, values)
     return values
+
+
+def _dense_weights(fan_in, units):
+    return (fan_in + 1) * units
 
 
 def check_common(input_shape, task, num_classes, num_train, seed):
@@ -135,11 +141,20 @@ def _head(dense, hidden, task, num_classes, heteroscedastic):
 
 
 def _mlp(make_dense, name, input_shape, task, num_classes, heteroscedastic, hidden_units,
-         learning_rate, decay_steps, before_dense=None):
-    """Input -> [Flatten] -> hidden Dense layers -> head, compiled."""
+         learning_rate, decay_steps, before_dense=None, layer_weights=_dense_weights):
+    """Input -> [Flatten] -> hidden Dense layers -> head, compiled.
+
+    `layer_weights(fan_in, units)` estimates a layer's weights; their sum is
+    checked against `zoo.flags.MAX_PARAMETERS` before any layer is made.
+    """
     if hidden_units is None:
         hidden_units = REGRESSION_UNITS if task == "regression" else CLASSIFICATION_UNITS
     hidden_units = _positive_ints("hidden_units", hidden_units)
+    outputs = num_classes if task == "classification" else 2 if heteroscedastic else 1
+    widths = (math.prod(input_shape),) + hidden_units + (outputs,)
+    flags.check_parameter_count(
+        name, sum(layer_weights(a, b) for a, b in zip(widths[:-1], widths[1:])),
+        f"input_shape {input_shape} and hidden_units {list(hidden_units)}")
     count = iter(range(len(hidden_units) + 1))
 
     def dense(units, activation, layer_name):
@@ -223,8 +238,10 @@ def mc_dropout_mlp(input_shape, task="regression", num_classes=None, num_train=N
             or not 0 <= rate < 1):
         raise ValueError(f"`rate` must be a number in [0, 1), got {rate!r}.")
     if (isinstance(length_scale, bool) or not isinstance(length_scale, numbers.Real)
-            or not math.isfinite(length_scale) or length_scale <= 0):
-        raise ValueError(f"`length_scale` must be a finite number > 0, got {length_scale!r}.")
+            or not math.isfinite(length_scale) or length_scale <= 0
+            or not math.isfinite(float(length_scale) * float(length_scale))):
+        raise ValueError("`length_scale` must be a finite number > 0 whose square is finite, "
+                         f"got {length_scale!r}.")
     decay = mc_dropout.weight_decay(float(length_scale), float(rate), num_train, 1.0)
 
     def make(units, activation, index, name):
@@ -259,6 +276,8 @@ def node_bnn_mlp(input_shape, task="regression", num_classes=None, num_train=Non
                                                 seed)
     if posterior not in ("flow", "gaussian"):
         raise ValueError(f"`posterior` must be 'flow' or 'gaussian', got {posterior!r}.")
+    flags.check_sizes("num_components", num_components)
+    flags.check_sizes("flow_length", flow_length)
     tuned = node_bnn.TUNED[("mlp", posterior)]
     prior_stddev = tuned["prior_stddev"] if prior_stddev is None else prior_stddev
     entropy_weight = tuned["entropy_weight"] if entropy_weight is None else entropy_weight
@@ -267,8 +286,18 @@ def node_bnn_mlp(input_shape, task="regression", num_classes=None, num_train=Non
         kwargs = node_bnn._node_kwargs(num_train, posterior, num_components, prior_stddev,
                                        flow_length, entropy_weight, seed, index)
         return bnn_layers.NodeDense(units, activation=activation, name=name, **kwargs)
+
+    def layer_weights(fan_in, units):
+        # The kernel, and per input node K components of a mean, a scale and
+        # the planar flows (3 numbers per flow step); estimated only for ints,
+        # NodeDense names any other value.
+        sizes = (num_components, flow_length)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in sizes):
+            return _dense_weights(fan_in, units)
+        return _dense_weights(fan_in, units) + num_components * fan_in * (2 + 3 * flow_length)
     return _mlp(make, f"node_bnn_{posterior}", input_shape, task, num_classes,
-                heteroscedastic, hidden_units, learning_rate, decay_steps)
+                heteroscedastic, hidden_units, learning_rate, decay_steps,
+                layer_weights=layer_weights)
 
 
 def flipout_lenet(input_shape, task="classification", num_classes=None, num_train=None,
@@ -288,6 +317,16 @@ def flipout_lenet(input_shape, task="classification", num_classes=None, num_trai
                          f"least 4x4, got input_shape {input_shape}.")
     filters = _positive_ints("filters", filters)
     hidden_units = _positive_ints("hidden_units", hidden_units)
+    channels = (input_shape[2],) + filters
+    pooled = 2 ** len(filters)  # "same" pooling halves each side, rounding up
+    widths = (math.ceil(input_shape[0] / pooled) * math.ceil(input_shape[1] / pooled)
+              * filters[-1],) + hidden_units + (num_classes if task == "classification" else 2,)
+    flags.check_parameter_count(
+        "flipout_lenet",
+        sum(_dense_weights(25 * a, b) for a, b in zip(channels[:-1], channels[1:]))
+        + sum(_dense_weights(a, b) for a, b in zip(widths[:-1], widths[1:])),
+        f"input_shape {input_shape}, filters {list(filters)} and hidden_units "
+        f"{list(hidden_units)}")
 
     def flipout(cls, index, **kwargs):
         return cls(kl_weight=1.0 / num_train, seed=1000 * seed + 10 * index, **kwargs)
@@ -334,6 +373,15 @@ def bayesian_transformer(input_shape, task="regression", num_classes=None, num_t
     if len(input_shape) == 2 and input_shape[1] != 1 or len(input_shape) > 2:
         raise ValueError("bayesian_transformer reads [J] or [J, 1] inputs (J scalar tokens), "
                          f"got input_shape {input_shape}.")
+    for key, value in (("width", width), ("num_heads", num_heads), ("ff_dim", ff_dim)):
+        flags.check_sizes(key, value)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (width, ff_dim)):
+        # Token embedding, attention (query, key, value, output) and the
+        # feed-forward pair; TokenTransformerRegressor names any other value.
+        flags.check_parameter_count(
+            "bayesian_transformer", 2 * input_shape[0] * width + 4 * _dense_weights(width, width)
+            + _dense_weights(width, ff_dim) + _dense_weights(ff_dim, width),
+            f"{input_shape[0]} tokens, width {width} and ff_dim {ff_dim}")
     if pooling is None:
         pooling = "last" if len(input_shape) == 2 else "mean"
     model = transformer_models.TokenTransformerRegressor(

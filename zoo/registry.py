@@ -111,6 +111,24 @@ def get_model(name):
     return get_spec(name).builder
 
 
+def check_overrides(name, overrides):
+    """Raises ValueError unless `overrides` are builder arguments of model `name`.
+
+    The arguments `build_model` sets itself (input_shape, task, num_classes,
+    num_train, seed) and those its variant fixes (heteroscedastic, a
+    node_bnn's posterior) are not overrides; the message lists the accepted
+    ones. Values are the builder's to check.
+    """
+    spec = get_spec(name)
+    accepted = set(inspect.signature(spec.builder).parameters) - {
+        "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
+        *getattr(spec.builder, "keywords", {})}
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        raise ValueError(f"Model {name!r} has no argument {unknown[0]!r}; its arguments: "
+                         f"{sorted(accepted)}.")
+
+
 def build_model(name, input_shape, task="regression", num_classes=None, num_train=None,
                 seed=0, **overrides):
     """Builds and compiles the ready model `name` for one input shape and task.
@@ -141,12 +159,6 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
     if task not in spec.tasks:
         raise ValueError(f"Model {name!r} does not support task {task!r}; it supports "
                          f"{list(spec.tasks)}.")
-    accepted = set(inspect.signature(spec.builder).parameters) - {
-        "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
-        *getattr(spec.builder, "keywords", {})}
-    unknown = sorted(set(overrides) - accepted)
-    if unknown:
-        raise ValueError(f"Model {name!r} has no argument {unknown[0]!r}; its arguments: "
-                         f"{sorted(accepted)}.")
+    check_overrides(name, overrides)
     return spec.builder(input_shape, task=task, num_classes=num_classes, num_train=num_train,
                         seed=seed, **overrides)

@@ -26,7 +26,6 @@ repeats this). The test rows of every split were only used by the final
 candidates tried (CPU time was short) are listed next to `SETTINGS`.
 """
 
-import argparse
 import json
 import math
 import os
@@ -41,8 +40,8 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.data import UCIDataset
 from tfp_bnn.layers.composite import positive_int
 from zoo import datasets
-from zoo import flags
 from zoo import registry
+from zoo.uci_benchmark_args import build_parser
 from zoo.uci_published import PUBLISHED
 
 # Registry models that take a table and predict [mean, log variance].
@@ -344,33 +343,6 @@ def format_table(results):
     return "\n\n".join(blocks) + "\n"
 
 
-def build_parser():
-    """The `benchmark` argument parser (argv starts with the suite, "uci")."""
-    parser = argparse.ArgumentParser(
-        prog="python -m zoo benchmark",
-        description="UCI regression benchmark: train and score a model on every standard "
-                    "split, then print it against the published results.")
-    parser.add_argument("suite", choices=["uci"], help="benchmark suite")
-    parser.add_argument("--dataset", required=True,
-                        help="directory in the UCI layout (data.txt, index_*.txt), e.g. "
-                             "../shared/data/uci/yacht, or a packaged table's name")
-    parser.add_argument("--model", required=True, choices=REGRESSION_MODELS + ("best",),
-                        help="regression model of zoo.registry, or 'best' for the dataset's "
-                             "chosen model")
-    parser.add_argument("--splits", type=flags.positive_int, default=None,
-                        help="run the first N splits (default: all, 5 for protein)")
-    parser.add_argument("--epochs", type=flags.positive_int, default=None,
-                        help="override the chosen number of epochs")
-    parser.add_argument("--seed", type=flags.non_negative_int, default=0, help="split k uses seed + k")
-    parser.add_argument("--samples", type=flags.sample_count, default=100,
-                        help="Monte Carlo samples T of the test predictive (default 100)")
-    parser.add_argument("--validation", action="store_true",
-                        help="score on the last 20%% of each split's training rows instead "
-                             "of its test rows (how the settings were chosen; default 2 splits)")
-    parser.add_argument("--out", default=None, help="write the result as JSON to this file")
-    return parser
-
-
 def main(argv=None):
     """`python -m zoo benchmark uci ...`: runs, prints the table, writes --out.
 
@@ -379,6 +351,9 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.model not in REGRESSION_MODELS + ("best",):
+        parser.error(f"--model: {args.model!r} is not a regression model of the zoo; choose "
+                     f"one of {list(REGRESSION_MODELS)} or 'best'.")
     try:
         data = load_dataset(args.dataset)
     except ValueError as error:

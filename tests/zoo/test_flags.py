@@ -46,3 +46,39 @@ def test_sample_count_refuses(text):
 
 def test_sample_count_accepts_the_limit():
     assert flags.sample_count(str(10**6)) == 10**6
+
+
+@pytest.mark.parametrize("parse, limit", [
+    (flags.epoch_count, flags.MAX_EPOCHS), (flags.batch_size, flags.MAX_BATCH_SIZE),
+    (flags.thread_count, flags.MAX_THREADS), (flags.split_index, flags.MAX_SPLIT),
+    (flags.seed, 2**32 - 1 - flags.MAX_SPLIT), (flags.seconds, flags.MAX_CHECKPOINT_SECONDS),
+])
+def test_each_limit_is_inclusive(parse, limit):
+    assert parse(str(limit)) == limit
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        parse(str(limit + 1))
+
+
+def test_the_largest_seed_is_one_numpy_takes():
+    import numpy as np  # noqa: PLC0415
+
+    np.random.default_rng(flags.MAX_SEED + flags.MAX_SPLIT)
+    np.random.seed(flags.MAX_SEED + flags.MAX_SPLIT)
+    with pytest.raises(ValueError):
+        np.random.seed(flags.MAX_SEED + flags.MAX_SPLIT + 1)
+
+
+def test_overrides_parse_json_or_a_plain_string():
+    assert flags.parse_override("hidden_units=[100, 50]") == ("hidden_units", (100, 50))
+    assert flags.parse_override("posterior=gaussian") == ("posterior", "gaussian")
+    assert flags.parse_override("hidden_units=[[[[8]]]]") == ("hidden_units", ([[[8]]],))
+
+
+def test_one_line_parser_prints_one_line(capsys):
+    parser = flags.OneLineParser(prog="prog")
+    parser.add_argument("--n", type=flags.epoch_count)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--n", "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == ("prog: error: argument --n: must be a positive int, "
+                                       "got 0 (see prog --help)\n")
