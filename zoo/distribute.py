@@ -21,8 +21,10 @@ What Keras 3 (3.15, TensorFlow backend) does under
   for neither (keras-team/keras#20585). The strategy built here fixes
   `reduce`; see `_KerasMultiWorkerMirroredStrategy`.
 - `keras.callbacks.BackupAndRestore` (and `backup_callback`'s subclass)
-  works when every worker backs up into its own directory (each writes the same weights; two writers of one file
-  would race). A restarted run resumes from the saved epoch.
+  works when every worker backs up into its own directory (each writes the
+  same weights; two writers of one file would race). A restarted run
+  resumes from the saved epoch. The chief owns the run directory (its
+  marker and lock, see `zoo.run_dir`); the others work in `out/.workers`.
 - The KL terms added with `add_loss` count once: Keras divides them by the
   number of replicas and the gradients are summed over replicas.
 
@@ -267,18 +269,21 @@ def worker_directory(out, strategy):
     >>> workdir = worker_directory("runs/a", strategy)   # "runs/a" on the chief
     >>> model.save(os.path.join(workdir, "model.keras"))
     """
+    directory = worker_path(out, strategy)
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def worker_path(out, strategy):
+    """The path `worker_directory` returns, without creating anything."""
     out = os.path.abspath(os.fspath(out))
     task = _task(strategy)
     if task is None or chief_task(*task):
-        directory = out
-    else:
-        name = f"{task[0]}_{task[1]}"
-        if os.path.basename(out) == name and os.path.basename(os.path.dirname(out)) == WORKERS:
-            directory = out
-        else:
-            directory = os.path.join(out, WORKERS, name)
-    os.makedirs(directory, exist_ok=True)
-    return directory
+        return out
+    name = f"{task[0]}_{task[1]}"
+    if os.path.basename(out) == name and os.path.basename(os.path.dirname(out)) == WORKERS:
+        return out
+    return os.path.join(out, WORKERS, name)
 
 
 def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, save_interval=0.0):

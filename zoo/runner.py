@@ -20,15 +20,22 @@ weights and metrics of an uninterrupted run (the data order is a function
 of seed and epoch, and the checkpoint holds the noise generators' state).
 Arguments, data and model are all checked before anything is written.
 
+The zoo never deletes or replaces a file it did not write: a run directory
+is the zoo's only if the zoo created it or found it empty, and its marker
+`.zoo-run` lists every name the zoo put there (see `zoo.run_dir`). One
+`train` at a time per directory: a second one is refused (`.zoo-run.lock`).
+A checkpoint resumes only with the same data (hashed), arguments, threads
+and library versions. A failed write (disk full, permission lost) ends with
+an OSError and keeps the last complete checkpoint.
+
 If the loss turns non-finite, training stops in that batch and the run
 directory keeps the last good state: `last_good.keras` (the model at the
 end of the last finite epoch) and the checkpoint; no results are written.
 """
 
 import json
+import math
 import os
-import platform
-import shutil
 import time
 
 import keras
@@ -45,7 +52,11 @@ from tfp_bnn.modes import kl_layers
 from zoo import datasets
 from zoo import distribute
 from zoo import registry
+from zoo import run_dir
+from zoo import run_fingerprint
 from zoo import run_plots
+from zoo.progress import progress
+from zoo.run_fingerprint import set_threads  # noqa: F401 - `runner.set_threads` is public
 
 BATCH_SIZE = 32
 NUM_SAMPLES = 100
@@ -55,62 +66,11 @@ CLASSIFICATION_EPOCHS = 30
 TARGET_STEPS = 6000
 MIN_EPOCHS = 40
 MAX_EPOCHS = 400
-ARTIFACTS = ("config.json", "history.json", "training.png", "predictions.png",
-             "reliability.png", "model.keras", "saved_model")
 STAGING = ".staging"
 LAST_GOOD = "last_good.keras"  # written when training diverges
 # Minimum seconds between checkpoints: a save costs ~15 ms, a fifth of an
 # epoch on the small tables; a killed run repeats at most this much.
 CHECKPOINT_SECONDS = 2.0
-
-
-def set_threads(threads, strict=True):
-    """Runs TensorFlow ops on `threads` CPU threads (0: TensorFlow's default).
-
-    With one thread a run is bit-for-bit reproducible on CPU: the same seed
-    gives the same history, weights and metrics. With several, TensorFlow
-    schedules ops and their shards over a thread pool, and sums can come out
-    in another order: runs then differ in the last bits of float32, which
-    training amplifies a little (measured on bbb_mlp/concrete, 20 epochs:
-    two runs out of four differed, by ~1e-7 in the loss). The zoo's models
-    are small, so one thread costs little (bbb_mlp 15 epochs 7 s with all
-    threads against 10.6 s with one, flipout_lenet 25.6 s against 23.9 s;
-    2 cores). Takes effect only before TensorFlow's first op.
-
-    Args:
-        threads: int >= 0.
-        strict: if TensorFlow has started already with other settings,
-            raise ValueError (True) or keep them and return False.
-
-    Returns:
-        True if TensorFlow now uses `threads` threads.
-    """
-    import tensorflow as tf  # noqa: PLC0415
-
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise ValueError(f"`threads` must be an int >= 0, got {threads!r}.")
-    config = tf.config.threading
-    if (config.get_intra_op_parallelism_threads(),
-            config.get_inter_op_parallelism_threads()) == (threads, threads):
-        return True
-    try:
-        config.set_intra_op_parallelism_threads(threads)
-        config.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:
-        if not strict:
-            return False
-        raise ValueError(f"Cannot switch TensorFlow to {threads} thread(s): it has started "
-                         "already. Call set_threads first (in a notebook: restart the "
-                         "kernel).") from None
-    return True
-
-
-def _threads():
-    import tensorflow as tf  # noqa: PLC0415
-
-    config = tf.config.threading
-    return {"intra_op": config.get_intra_op_parallelism_threads(),
-            "inter_op": config.get_inter_op_parallelism_threads()}
 
 
 def default_epochs(task: datasets.Task, batch_size: int = BATCH_SIZE) -> int:
@@ -121,21 +81,14 @@ def default_epochs(task: datasets.Task, batch_size: int = BATCH_SIZE) -> int:
     return int(min(MAX_EPOCHS, max(MIN_EPOCHS, round(TARGET_STEPS / steps))))
 
 
-def _check_out(out):
-    """The run directory; refuses one that holds a finished run or foreign files."""
-    out = os.path.abspath(os.fspath(out))
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out {out!r} exists and is not a directory.")
-    if os.path.isdir(out):
-        if os.path.exists(os.path.join(out, "results.json")):
-            raise ValueError(f"--out {out!r} already holds a finished run (results.json); "
-                             "choose another directory or delete it.")
-        foreign = sorted(set(os.listdir(out)) - {STAGING, distribute.BACKUP, distribute.WORKERS,
-                                                 LAST_GOOD} - set(ARTIFACTS))
-        if foreign:
-            raise ValueError(f"--out {out!r} is not empty and not a zoo run directory "
-                             f"(found {foreign[:3]}); choose an empty or new directory.")
-    return out
+def _check_out(out, strategy_object):
+    """Refuses a bad --out before anything is written; returns this worker's directory."""
+    workdir = distribute.worker_path(out, strategy_object)
+    if workdir != os.path.abspath(os.fspath(out)):
+        # Another worker of a multi-worker run: the chief owns `out` (its
+        # marker and lock); this one works in its own directory below it.
+        run_dir.check_contents(out, finished=None) if os.path.isdir(out) else None
+    return run_dir.check(workdir)
 
 
 def _write_json(path, payload):
@@ -210,21 +163,16 @@ def _export(model, directory, task):
                                      task=task.task, input_signature=signature)
 
 
-def _fingerprint(config):
-    """What a checkpoint must match to be resumed: everything that shapes training."""
-    return {k: v for k, v in config.items()
-            if k not in ("num_samples", "description", "checkpoint_seconds")}
-
-
-def _make_staging(out, strategy_object):
-    """Creates `out`, this worker's directory and its `.staging`; returns (workdir, staging).
+def _make_staging(directory):
+    """Creates the claimed run directory's `.staging` (empty); returns its path.
 
     A directory that cannot be written is a ValueError that says so.
     """
+    out = directory.path
     try:
-        workdir = distribute.worker_directory(out, strategy_object)
-        staging = os.path.join(workdir, STAGING)
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = os.path.join(out, STAGING)
+        directory.remove(STAGING)
+        directory.add(STAGING)
         os.makedirs(staging)
         probe = os.path.join(staging, ".write-test")
         with open(probe, "w", encoding="utf-8") as stream:
@@ -233,14 +181,7 @@ def _make_staging(out, strategy_object):
     except OSError as error:
         raise ValueError(f"--out {out!r} cannot be written: {error.strerror or error} "
                          f"({error.filename or out}).") from None
-    return workdir, staging
-
-
-def _remove_if_empty(path):
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
+    return staging
 
 
 def _fit(model, task, config, workdir, strategy_object):
@@ -252,7 +193,7 @@ def _fit(model, task, config, workdir, strategy_object):
     epochs, batch_size, seed = config["epochs"], config["batch_size"], config["seed"]
     num_train = len(task.x_train)
     backup = distribute.backup_callback(workdir, strategy_object,
-                                        fingerprint=_fingerprint(config),
+                                        fingerprint=run_fingerprint.fingerprint(config, task),
                                         delete_checkpoint=False,
                                         save_interval=config["checkpoint_seconds"])
     first = backup.restored_epoch()
@@ -264,28 +205,29 @@ def _fit(model, task, config, workdir, strategy_object):
     data = shuffled_epochs(task.x_train, task.y_train, batch_size, seed, epochs, first)
     if config["strategy"] == "multiworker":
         data = distribute.with_data_sharding(data)
-    callbacks = [DivergenceGuard(), backup]  # the guard first: no NaN weights in a save
+    fit_verbose, shown = progress(config["verbose"], epochs)
+    # The guard first: no NaN weights in a save; plain progress lines when piped.
+    callbacks = [DivergenceGuard(), backup] + shown
     if kl_layers(model):
         callbacks.insert(0, KLScheduler(num_examples=num_train))
     history = model.fit(data, epochs=epochs, initial_epoch=first,
                         steps_per_epoch=steps_per_epoch(num_train, batch_size),
-                        shuffle=False, verbose=config["verbose"], callbacks=callbacks)
+                        shuffle=False, verbose=fit_verbose, callbacks=callbacks)
     return backup.merged_history(history.history)
 
 
-def _keep_last_good(model, error, out, workdir, staging, chief):
+def _keep_last_good(model, error, directory, staging, chief):
     """After divergence: the last good model in out/last_good.keras; a message saying so."""
     kept = []
     if chief and error.last_good_epoch is not None:
         model.save(os.path.join(staging, LAST_GOOD))
-        os.replace(os.path.join(staging, LAST_GOOD), os.path.join(out, LAST_GOOD))
+        directory.move_in(os.path.join(staging, LAST_GOOD), LAST_GOOD)
         epochs = error.last_good_epoch
         kept.append(f"the model after {epochs} epoch{'' if epochs == 1 else 's'} in "
-                    f"{os.path.join(out, LAST_GOOD)}")
-    backup = os.path.join(workdir, distribute.BACKUP)
+                    f"{os.path.join(directory.path, LAST_GOOD)}")
+    backup = os.path.join(directory.path, distribute.BACKUP)
     if os.path.exists(backup):
         kept.append(f"the checkpoint in {backup}")
-    shutil.rmtree(staging, ignore_errors=True)
     kept = " and ".join(kept) if kept else "no model"
     return TrainingDiverged(
         f"{error.summary} Kept {kept}; no results were written. Try a smaller learning rate "
@@ -334,9 +276,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                          f"{checkpoint_seconds!r}.")
     if overrides is not None and not isinstance(overrides, dict):
         raise ValueError(f"`overrides` must be a dict, got {type(overrides).__name__}.")
-    out = _check_out(out)
+    out = os.path.abspath(os.fspath(out))
     # The strategy first: a multi-worker one must exist before other TF work.
     strategy_object = distribute.strategy_for(strategy)
+    workdir = _check_out(out, strategy_object)
     task = datasets.load(dataset, split=split, seed=seed)
     if task.task not in spec.tasks or task.kind not in spec.inputs:
         raise ValueError(f"Model {model_name!r} ({'/'.join(spec.tasks)} on "
@@ -358,64 +301,91 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         model = registry.build_model(model_name, task.input_shape, task=task.task,
                                      num_classes=task.num_classes, num_train=num_train,
                                      seed=seed, decay_steps=steps, **(overrides or {}))
-    # Only now, with everything checked, does anything go to disk.
-    created = not os.path.exists(out)
+    # Only now, with everything checked, does anything go to disk; the lock
+    # is held until the run ends.
+    directory = run_dir.claim(workdir)
     chief = distribute.is_chief(strategy_object)
-    workdir, staging = _make_staging(out, strategy_object)
-    print(f"{model_name} on {task.description}; {epochs} epochs, batch {batch_size}, "
-          f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
-          "replica(s))", flush=True)
     try:
-        logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
-    except TrainingDiverged as error:
-        raise _keep_last_good(model, error, out, workdir, staging, chief) from None
+        staging = _make_staging(directory)
+        print(f"{model_name} on {task.description}; {epochs} epochs, batch {batch_size}, "
+              f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
+              "replica(s))", flush=True)
+        directory.add(distribute.BACKUP)
+        try:
+            logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
+        except TrainingDiverged as error:
+            raise _keep_last_good(model, error, directory, staging, chief) from None
+        train_seconds = time.perf_counter() - start
+        result, prediction = _checked_score(model, task, num_samples, directory)
+        result.update({"model": model_name, "dataset": task.name, "task": task.task,
+                       "split": split, "seed": seed, "epochs": epochs,
+                       "train_seconds": train_seconds, "threads": run_fingerprint.threads(),
+                       "total_seconds": time.perf_counter() - start,
+                       "versions": run_fingerprint.versions()})
+        _write_outputs(model, task, config, logs, result, prediction, staging)
+        if chief:
+            _publish(staging, directory)
     except BaseException:
-        # Interrupted or failed: no staged files; the checkpoint (if any) stays.
-        shutil.rmtree(staging, ignore_errors=True)
-        if created:
-            _remove_if_empty(workdir)
-            _remove_if_empty(out)
+        # Interrupted or failed: no staged files; the checkpoint (if any)
+        # stays. Best effort: the directory may have just become unwritable.
+        try:
+            directory.remove(STAGING)
+        except (OSError, ValueError):
+            pass
+        directory.release(discard_if_empty=True)
         raise
-    train_seconds = time.perf_counter() - start
-    result, prediction = score(model, task, num_samples, sampling_free(model))
-    result.update({"model": model_name, "dataset": task.name, "task": task.task,
-                   "split": split, "seed": seed, "epochs": epochs,
-                   "train_seconds": train_seconds, "threads": _threads(),
-                   "total_seconds": time.perf_counter() - start,
-                   "versions": {"tfp_bnn": tfp_bnn.__version__, "keras": keras.__version__,
-                                "python": platform.python_version()}})
-    _write_json(os.path.join(staging, "config.json"), config)
-    _write_json(os.path.join(staging, "history.json"), _jsonable(logs))
-    run_plots.training_curves(logs, os.path.join(staging, "training.png"), title=model_name)
-    run_plots.task_plot(task, prediction, staging)
-    _export(model, staging, task)
-    _write_json(os.path.join(staging, "results.json"), _jsonable(result))
-    if chief:
-        _publish(staging, out)
+    directory.release()
     distribute.finish(out, workdir, strategy_object)
     return result
 
 
-def _publish(staging, out):
-    """Moves the staged artifacts into `out`, results.json last, and drops checkpoints."""
-    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
-        target = os.path.join(out, name)
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        os.replace(os.path.join(staging, name), target)
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.rmtree(os.path.join(out, distribute.BACKUP), ignore_errors=True)
-
-
-def _read_json(path):
+def _checked_score(model, task, num_samples, directory):
+    """`score`, refusing non-finite metrics (and the checkpoint that would repeat them)."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
-    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{path} is corrupted: not valid JSON ({error}).") from None
+        with np.errstate(all="ignore"):  # overflow shows in the metrics, checked here
+            result, prediction = score(model, task, num_samples, sampling_free(model))
+        bad = [k for k, v in result.items() if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise ValueError("the metrics are not finite (" + ", ".join(
+                f"{k} {result[k]}" for k in bad) + ")")
+    except (ValueError, ArithmeticError) as error:
+        # Resuming would restore the same weights and fail the same way.
+        directory.remove(distribute.BACKUP)
+        raise ValueError(f"Scoring the trained model on the test data of {task.name!r} "
+                         f"overflowed: {error}. Check the data's scale (the predictions in its "
+                         "units must stay finite). Removed the checkpoint; no results were "
+                         "written.") from None
+    return result, prediction
 
 
-def evaluate(run_dir, num_samples=None, seed=0):
+def _write_outputs(model, task, config, logs, result, prediction, staging):
+    """Every artifact into `staging`, results.json last; a failed write is an OSError."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    try:
+        _write_json(os.path.join(staging, "config.json"), config)
+        _write_json(os.path.join(staging, "history.json"), _jsonable(logs))
+        run_plots.training_curves(logs, os.path.join(staging, "training.png"),
+                                  title=config["model"])
+        run_plots.task_plot(task, prediction, staging)
+        _export(model, staging, task)
+        _write_json(os.path.join(staging, "results.json"), _jsonable(result))
+    except tf.errors.OpError as error:  # TensorFlow's own file writes (the SavedModel)
+        raise OSError(f"Cannot write the run's files into {staging}: "
+                      f"{' '.join(error.message.split())[:300]}; the checkpoint is kept, rerun "
+                      "to try again.") from None
+
+
+def _publish(staging, directory):
+    """Moves the staged artifacts into the run directory, results.json last, and drops
+    the checkpoint. Only names the zoo's marker lists are ever replaced."""
+    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
+        directory.move_in(os.path.join(staging, name), name)
+    directory.remove(STAGING)
+    directory.remove(distribute.BACKUP)
+
+
+def evaluate(run_dir_path, num_samples=None, seed=0):
     """Reloads a finished run's model and data and scores it again.
 
     Returns:
@@ -423,25 +393,21 @@ def evaluate(run_dir, num_samples=None, seed=0):
         stored ones only by Monte Carlo noise (another seed of the T draws).
 
     Raises:
-        ValueError: `run_dir` is not a finished run, or one of its files is
-            missing or corrupted (the message names it).
+        ValueError: `run_dir_path` is not a finished run, or one of its
+            files is missing, corrupted or holds values of the wrong type
+            (the message names it).
     """
-    run_dir = os.fspath(run_dir)
+    run_dir_path = os.fspath(run_dir_path)
     if num_samples is not None and (isinstance(num_samples, bool)
                                     or not isinstance(num_samples, int) or num_samples <= 0):
         raise ValueError(f"`num_samples` must be a positive int, got {num_samples!r}.")
-    paths = {name: os.path.join(run_dir, name)
+    paths = {name: os.path.join(run_dir_path, name)
              for name in ("config.json", "results.json", "model.keras")}
     missing = [name for name, path in paths.items() if not os.path.exists(path)]
     if missing:
-        raise ValueError(f"{run_dir!r} is not a finished zoo run: missing {missing} "
+        raise ValueError(f"{run_dir_path!r} is not a finished zoo run: missing {missing} "
                          "(train one with `python -m zoo train MODEL --dataset D --out DIR`).")
-    config = _read_json(paths["config.json"])
-    stored = _read_json(paths["results.json"])
-    absent = [key for key in ("dataset", "split", "seed", "num_samples") if key not in config]
-    if not isinstance(config, dict) or absent:
-        raise ValueError(f"{paths['config.json']} is not a zoo run configuration "
-                         f"(missing {absent or 'everything'}).")
+    config, stored = run_dir.read_run(paths["config.json"], paths["results.json"])
     model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])
     keras.utils.set_random_seed(seed)

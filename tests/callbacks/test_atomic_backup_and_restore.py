@@ -99,7 +99,8 @@ def test_another_runs_checkpoint_is_refused(tmp_path):
     _fit(_model(), AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.01},
                                           delete_checkpoint=False), 0, 1)
     other = AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.1})
-    with pytest.raises(ValueError, match=r"belongs to another run \(lr: 0.01 then, 0.1 now\)"):
+    with pytest.raises(ValueError,
+                       match=r"other data/arguments \(differs in: lr \(0.01 then, 0.1 now\)\)"):
         other.restored_epoch()
 
 

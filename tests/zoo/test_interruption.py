@@ -200,7 +200,7 @@ def test_divergence_keeps_the_last_good_checkpoint_and_model(tmp_path, monkeypat
     message = str(info.value)
     assert "the model after 3 epochs in" in message and ".backup" in message
     assert "no results were written" in message
-    assert sorted(os.listdir(out)) == [".backup", "last_good.keras"]
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run", "last_good.keras"]
     state = json.loads((out / ".backup" / "state.json").read_text())
     assert state["epoch"] == 3 and all(np.isfinite(state["history"]["loss"]))
     # The kept model is the checkpoint's: same weights, all finite.
@@ -246,7 +246,7 @@ def test_a_rerun_with_other_arguments_does_not_resume_the_wrong_checkpoint(
                                   checkpoint_seconds=0)
     monkeypatch.undo()
     # Interrupted: the checkpoint stays, nothing staged is left.
-    assert sorted(os.listdir(out)) == [".backup"] and _state(out)["epoch"] == 1
-    with pytest.raises(ValueError, match=r"belongs to another run \(epochs: 3 then, 5 now\)"):
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run"] and _state(out)["epoch"] == 1
+    with pytest.raises(ValueError, match=r"differs in: epochs \(3 then, 5 now\)\)"):
         runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=5, verbose=0)
-    assert _state(out)["epoch"] == 1 and sorted(os.listdir(out)) == [".backup"]
+    assert _state(out)["epoch"] == 1 and sorted(os.listdir(out)) == [".backup", ".zoo-run"]

@@ -32,8 +32,8 @@ def regression_run(tmp_path_factory):
 def test_regression_run_writes_every_artifact(regression_run):
     out, result = regression_run
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["config.json", "history.json", "model.keras", "predictions.png",
-                            "results.json", "saved_model", "training.png"])
+    assert names == sorted([".zoo-run", "config.json", "history.json", "model.keras",
+                            "predictions.png", "results.json", "saved_model", "training.png"])
     for png in ("predictions.png", "training.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
     stored = _read(out / "results.json")

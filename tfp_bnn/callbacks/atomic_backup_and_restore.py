@@ -1,5 +1,6 @@
 """Keras' BackupAndRestore with checkpoints that a kill at any instant cannot corrupt."""
 
+import io
 import json
 import math
 import os
@@ -7,6 +8,7 @@ import shutil
 import time
 
 import keras
+from keras.src.saving import saving_lib
 
 STATE = "state.json"
 # The variable every keras.random.SeedGenerator keeps its state in.
@@ -22,9 +24,37 @@ def seed_states(model):
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE]
 
 
-def _fsync_file(path):
-    with open(path, "rb+") as stream:
+def weights_bytes(model):
+    """The bytes `model.save_weights("x.weights.h5")` writes, built in memory.
+
+    What `keras.src.saving.saving_lib.save_weights_only` does, into a
+    BytesIO: h5py writing straight to disk turns a failed write (disk full,
+    file too large, permission lost) into a stream of errors from its
+    destructors and then a segmentation fault; here the file is written by
+    Python, which raises one clean OSError.
+    """
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    try:
+        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                               visited_saveables=set())
+    finally:
+        store.close()
+    return buffer.getvalue()
+
+
+def _write_durably(path, data):
+    with open(path, "wb") as stream:
+        stream.write(data)
+        stream.flush()
         os.fsync(stream.fileno())
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -53,8 +83,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         backup_dir: directory of the checkpoint (used by nothing else).
         fingerprint: JSON-able description of the run (model, data,
             hyperparameters). A checkpoint written with another fingerprint
-            is refused with a ValueError instead of being loaded into a
-            different model.
+            is refused with a ValueError naming the keys that differ,
+            instead of being loaded into a different model.
         delete_checkpoint: delete `backup_dir` when `fit` completes.
         save_interval: seconds. 0 (default) saves at every epoch end, as
             Keras does; a positive value skips epoch ends until that long has
@@ -112,9 +142,10 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                              f"file {weights!r}; delete the directory to start the run over.")
         if state.get("fingerprint") != self.fingerprint:
             raise ValueError(
-                f"The checkpoint in {self.backup_dir!r} belongs to another run "
-                f"({_difference(state.get('fingerprint'), self.fingerprint)}); rerun with the "
-                "same arguments to resume it, or use another directory.")
+                f"The checkpoint in {self.backup_dir} was made with other data/arguments "
+                f"(differs in: {_difference(state.get('fingerprint'), self.fingerprint)}); "
+                f"rerun with the same ones to resume it, or use a new directory or delete "
+                f"{self.backup_dir}.")
         state["weights_path"] = path
         return state
 
@@ -188,26 +219,36 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             self._last_save = time.monotonic()
 
     def _save(self, epoch):
-        os.makedirs(self.backup_dir, exist_ok=True)
         name = f"epoch-{epoch}.weights.h5"
         path = os.path.join(self.backup_dir, name)
         partial = os.path.join(self.backup_dir, f"partial-{epoch}.weights.h5")
-        self.model.save_weights(partial, overwrite=True)
-        _fsync_file(partial)
-        os.replace(partial, path)
+        partial_state = f"{self._state_path}.partial"
         state = {"epoch": epoch, "weights": name, "history": self._history,
                  "fingerprint": self.fingerprint,
                  "seed_states": [[v.path, [int(s) for s in v.numpy().ravel()]]
                                  for v in seed_states(self.model)]}
-        partial_state = f"{self._state_path}.partial"
-        with open(partial_state, "w", encoding="utf-8") as stream:
-            json.dump(state, stream, allow_nan=True)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(partial_state, self._state_path)
-        for other in os.listdir(self.backup_dir):
-            if other.endswith(".weights.h5") and other != name:
-                os.remove(os.path.join(self.backup_dir, other))
+        weights = weights_bytes(self.model)
+        committed = False
+        try:
+            os.makedirs(self.backup_dir, exist_ok=True)
+            _write_durably(partial, weights)
+            os.replace(partial, path)
+            _write_durably(partial_state, json.dumps(state, allow_nan=True).encode())
+            os.replace(partial_state, self._state_path)
+            committed = True
+            for other in os.listdir(self.backup_dir):
+                if other.endswith(".weights.h5") and other != name:
+                    os.remove(os.path.join(self.backup_dir, other))
+        except OSError as error:
+            # Whatever was half-written goes; state.json still names the last
+            # complete checkpoint (or this one, if it got that far).
+            for leftover in (partial, partial_state) + (() if committed else (path,)):
+                _remove(leftover)
+            kept = (f"the last complete checkpoint in {self.backup_dir} is kept"
+                    if os.path.exists(self._state_path) else "there is no earlier checkpoint")
+            raise OSError(error.errno, f"Cannot write the checkpoint of epoch {epoch}: "
+                          f"{error.strerror or error}; {kept}. Free space or fix permissions, "
+                          "then rerun to resume", error.filename) from None
 
     def on_train_end(self, logs=None):
         if self.delete_checkpoint and os.path.exists(self.backup_dir):
@@ -215,10 +256,15 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
 
 def _difference(saved, current):
-    """A short description of how two fingerprints differ."""
+    """The keys in which two fingerprints differ, with short values shown."""
     if isinstance(saved, dict) and isinstance(current, dict):
         keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
         if keys:
-            return ", ".join(f"{k}: {saved.get(k)!r} then, {current.get(k)!r} now"
-                             for k in keys[:3])
-    return f"saved {saved!r}, now {current!r}"
+            parts = []
+            for key in keys:
+                then, now = repr(saved.get(key)), repr(current.get(key))
+                short = len(then) + len(now) <= 60
+                parts.append(f"{key} ({then} then, {now} now)" if short else str(key))
+            return ", ".join(parts)
+    then, now = repr(saved), repr(current)
+    return f"everything ({then[:60]} then, {now[:60]} now)"
