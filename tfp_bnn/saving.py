@@ -32,7 +32,7 @@ import zipfile
 import keras
 import tensorflow as tf
 
-from tfp_bnn.predict.limits import memory_bytes
+from tfp_bnn._memory import memory_bytes
 
 _UNKNOWN_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'")
 # What the loaders raise for a damaged or foreign file (anything else is a bug);

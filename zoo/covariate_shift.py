@@ -33,9 +33,9 @@ from tfp_bnn.data import corruptions as corruptions_lib
 from tfp_bnn.data.digits import load_digits
 from zoo import digits_models
 from zoo import node_bnn
+from zoo import flags
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
-from zoo.flags import write_report
 
 BUILDERS = {
     "deterministic_mlp": digits_models.deterministic_mlp,
@@ -388,18 +388,23 @@ def main(argv=None):
             parser.error(f"--models must name some of {', '.join(BUILDERS)}, got {args.models!r}")
     if args.repeats < 1:
         parser.error(f"--repeats must be a positive int, got {args.repeats}")
-    if args.repeats == 1:
-        result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples, names=names)
-    else:
-        result = run_seeds(range(args.seed, args.seed + args.repeats), epochs=args.epochs,
-                           num_samples=args.samples, names=names)
-    print()
-    print(result["markdown"], end="")
-    timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
-    if "evaluation_seconds" in result:
-        timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
-    print(f"\n{timing}")
-    write_report(args.out, result["markdown"])
+    partial = flags.reserve_report(parser, args.out)
+    try:
+        if args.repeats == 1:
+            result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples,
+                         names=names)
+        else:
+            result = run_seeds(range(args.seed, args.seed + args.repeats), epochs=args.epochs,
+                               num_samples=args.samples, names=names)
+        print()
+        print(result["markdown"], end="")
+        timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
+        if "evaluation_seconds" in result:
+            timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
+        print(f"\n{timing}")
+        flags.publish_report(partial, args.out, result["markdown"])
+    finally:
+        flags.discard_report(partial)
     return 0
 
 

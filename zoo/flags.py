@@ -9,7 +9,6 @@ import argparse
 import json
 import math
 import os
-import pathlib
 import sys
 
 # Upper limits of the flags. Each keeps a typo (or a hostile value) from
@@ -291,8 +290,50 @@ def check_run_flags(parser, args):
         parser.error(f"--seed must be a non-negative int, got {args.seed}")
 
 
-def write_report(path, markdown):
-    """Writes a command's Markdown report to `path` (the --out flag) and says so."""
-    if path is not None:
-        pathlib.Path(path).write_text(markdown, encoding="utf-8")
-        print(f"wrote {path}")
+def reserve_report(parser, out):
+    """Checks a command's `--out` FILE before any work: a new file in a writable directory.
+
+    Creates `OUT.partial` exclusively, so a bad path fails now and not after
+    the whole run, and returns its name (None when `out` is None). The
+    report goes there and is then linked to `OUT` (`publish_report`). An
+    existing `OUT` or `OUT.partial` is never overwritten or removed.
+    """
+    if out is None:
+        return None
+    out_dir = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(out_dir):
+        parser.error(f"--out: directory {out_dir} does not exist.")
+    if os.path.lexists(out):
+        parser.error(f"--out: {out} already exists; the zoo never overwrites a file "
+                     "(choose a new name).")
+    partial = f"{out}.partial"
+    try:
+        with open(partial, "x", encoding="utf-8"):
+            pass
+    except FileExistsError:
+        parser.error(f"--out: {partial} exists (left by an interrupted run?); remove it or "
+                     "choose another --out.")
+    except OSError as error:
+        parser.error(f"--out: cannot write in {out_dir}: {error.strerror}.")
+    return partial
+
+
+def publish_report(partial, out, text):
+    """Writes `text` into the reserved `partial` and gives it the name `out`.
+
+    A hard link, not a rename: should a file named `out` have appeared in
+    the meantime, it is kept and this raises FileExistsError.
+    """
+    if partial is None:
+        return
+    with open(partial, "w", encoding="utf-8") as stream:
+        stream.write(text)
+    os.link(partial, out)
+    os.remove(partial)
+    print(f"wrote {out}")
+
+
+def discard_report(partial):
+    """Removes the reservation `partial` if it is still there (the command made it)."""
+    if partial is not None and os.path.exists(partial):
+        os.remove(partial)

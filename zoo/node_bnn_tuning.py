@@ -28,9 +28,9 @@ from zoo import digits_models
 from zoo import node_bnn
 from zoo.covariate_shift import NUM_SAMPLES
 from zoo.covariate_shift import evaluate_under_shift
+from zoo import flags
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
-from zoo.flags import write_report
 
 # s of the N(1, s^2) node prior and gamma of KL - gamma * H: the two settings
 # that decide how wide the node posterior stays (Trinh et al. 2022, sec. 4).
@@ -188,13 +188,17 @@ def main(argv=None):
             parser.error(f"--{flag} must name some of {','.join(allowed)}, "
                          f"got {getattr(args, flag)!r}")
         chosen[flag] = values
-    result = tune(epochs=args.epochs, seed=args.seed, num_samples=args.samples, **chosen)
-    print()
-    print(result["markdown"], end="")
-    for (architecture, posterior), setting in result["best"].items():
-        print(f"best node_bnn_{architecture}_{posterior}: {setting}")
-    print(f"wall time {result['seconds']:.1f} s")
-    write_report(args.out, result["markdown"])
+    partial = flags.reserve_report(parser, args.out)
+    try:
+        result = tune(epochs=args.epochs, seed=args.seed, num_samples=args.samples, **chosen)
+        print()
+        print(result["markdown"], end="")
+        for (architecture, posterior), setting in result["best"].items():
+            print(f"best node_bnn_{architecture}_{posterior}: {setting}")
+        print(f"wall time {result['seconds']:.1f} s")
+        flags.publish_report(partial, args.out, result["markdown"])
+    finally:
+        flags.discard_report(partial)
     return 0
 
 

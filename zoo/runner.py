@@ -51,6 +51,7 @@ from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.modes import kl_layers
 from zoo import datasets
 from zoo import distribute
+from zoo import flags
 from zoo import registry
 from zoo import run_dir
 from zoo import run_fingerprint
@@ -276,6 +277,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                          f"{checkpoint_seconds!r}.")
     if overrides is not None and not isinstance(overrides, dict):
         raise ValueError(f"`overrides` must be a dict, got {type(overrides).__name__}.")
+    taken = sorted(set(overrides or {}) & set(flags.RUNNER_SETS))
+    if taken:
+        raise ValueError(f"`overrides` may not hold {taken[0]!r}: the run sets it from "
+                         f"{flags.RUNNER_SETS[taken[0]]}.")
     out = os.path.abspath(os.fspath(out))
     # The strategy first: a multi-worker one must exist before other TF work.
     strategy_object = distribute.strategy_for(strategy)

@@ -26,9 +26,9 @@ from tfp_bnn.data import load_concrete
 from tfp_bnn.data import load_sunspots
 from tfp_bnn.data import train_test_split
 from zoo import transformer_models
+from zoo import flags
 from zoo.flags import add_run_flags
 from zoo.flags import check_run_flags
-from zoo.flags import write_report
 
 TASKS = ("sunspots", "concrete")
 EPOCHS = {"sunspots": 30, "concrete": 150}
@@ -108,11 +108,15 @@ def main(argv=None):
         args.epochs = EPOCHS[args.task]
     check_run_flags(parser, args)
     paths = PATHS + ((("moments", "full"),) if args.full else ())
-    result = run(args.task, epochs=args.epochs, seed=args.seed, num_samples=args.samples,
-                 paths=paths)
-    print(result["markdown"], end="")
-    print(f"wall time {result['seconds']:.1f} s")
-    write_report(args.out, result["markdown"])
+    partial = flags.reserve_report(parser, args.out)
+    try:
+        result = run(args.task, epochs=args.epochs, seed=args.seed, num_samples=args.samples,
+                     paths=paths)
+        print(result["markdown"], end="")
+        print(f"wall time {result['seconds']:.1f} s")
+        flags.publish_report(partial, args.out, result["markdown"])
+    finally:
+        flags.discard_report(partial)
     return 0
 
 

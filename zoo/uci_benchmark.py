@@ -40,6 +40,7 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.data import UCIDataset
 from tfp_bnn.layers.composite import positive_int
 from zoo import datasets
+from zoo import flags
 from zoo import registry
 from zoo.uci_benchmark_args import build_parser
 from zoo.uci_published import PUBLISHED
@@ -363,48 +364,16 @@ def main(argv=None):
                      f"chosen for {sorted(BEST_MODEL)}.")
     if args.splits is not None and args.splits > len(data.splits):
         parser.error(f"--splits {args.splits}: {data.path} has only {len(data.splits)} splits.")
-    partial = _reserve_out(parser, args.out)
+    partial = flags.reserve_report(parser, args.out)
     try:
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
                      num_samples=args.samples, validation=args.validation)
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))
-        if partial is not None:  # complete or absent: written aside, then renamed
-            with open(partial, "w", encoding="utf-8") as handle:
-                json.dump(result, handle, indent=1)
-            os.replace(partial, args.out)
+        flags.publish_report(partial, args.out, json.dumps(result, indent=1))
     finally:
-        if partial is not None and os.path.exists(partial):
-            os.remove(partial)  # the benchmark made it a moment ago; nothing else is touched
+        flags.discard_report(partial)  # the benchmark made it; nothing else is touched
     return result
-
-
-def _reserve_out(parser, out):
-    """Checks `--out` before any training: a new file in a writable directory.
-
-    Creates `OUT.partial` exclusively (so a bad path fails now, not after
-    the whole benchmark) and returns its name; the result is written there
-    and renamed to `OUT`. An existing `OUT` or `OUT.partial` is never
-    overwritten or removed.
-    """
-    if out is None:
-        return None
-    out_dir = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(out_dir):
-        parser.error(f"--out: directory {out_dir} does not exist.")
-    if os.path.lexists(out):
-        parser.error(f"--out: {out} already exists; the benchmark never overwrites a file "
-                     "(choose a new name).")
-    partial = f"{out}.partial"
-    try:
-        with open(partial, "x", encoding="utf-8"):
-            pass
-    except FileExistsError:
-        parser.error(f"--out: {partial} exists (left by an interrupted run?); remove it or "
-                     "choose another --out.")
-    except OSError as error:
-        parser.error(f"--out: cannot write in {out_dir}: {error.strerror}.")
-    return partial
 
 
 if __name__ == "__main__":

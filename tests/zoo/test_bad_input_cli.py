@@ -189,7 +189,7 @@ CASES = [
      "--dataset"),
     ("benchmark_unknown_model",
      lambda t: ["benchmark", "uci", "--dataset", str(YACHT), "--model", "gpt"],
-     "invalid choice: 'gpt'"),
+     "--model: 'gpt' is not a regression model of the zoo"),
     ("benchmark_too_many_splits",
      lambda t: ["benchmark", "uci", "--dataset", str(YACHT), "--model", "bbb_mlp",
                 "--splits", "50"], "--splits 50"),

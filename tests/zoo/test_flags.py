@@ -1,6 +1,7 @@
 """The shared zoo flags: defaults and rejection of bad values."""
 
 import argparse
+import os
 
 import pytest
 
@@ -82,3 +83,54 @@ def test_one_line_parser_prints_one_line(capsys):
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == ("prog: error: argument --n: must be a positive int, "
                                        "got 0 (see prog --help)\n")
+
+
+def _report_parser():
+    return flags.OneLineParser(prog="python -m zoo.x")
+
+
+def test_a_report_never_overwrites_a_file(tmp_path, capsys):
+    out = tmp_path / "report.md"
+    out.write_text("mine")
+    with pytest.raises(SystemExit):
+        flags.reserve_report(_report_parser(), str(out))
+    assert "already exists; the zoo never overwrites" in capsys.readouterr().err
+    assert out.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "report.md"]
+
+
+def test_a_report_is_reserved_then_published(tmp_path, capsys):
+    out = tmp_path / "report.md"
+    partial = flags.reserve_report(_report_parser(), str(out))
+    assert os.path.exists(partial) and not out.exists()
+    with pytest.raises(SystemExit):  # a second run on the same --out, meanwhile
+        flags.reserve_report(_report_parser(), str(out))
+    assert "report.md.partial exists" in capsys.readouterr().err
+    flags.publish_report(partial, str(out), "table\n")
+    flags.discard_report(partial)
+    assert out.read_text() == "table\n" and not os.path.exists(partial)
+
+
+def test_a_file_that_appears_during_the_run_is_kept(tmp_path):
+    out = tmp_path / "report.md"
+    partial = flags.reserve_report(_report_parser(), str(out))
+    out.write_text("written by the user while the run trained")
+    with pytest.raises(FileExistsError):
+        flags.publish_report(partial, str(out), "table\n")
+    flags.discard_report(partial)
+    assert out.read_text() == "written by the user while the run trained"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+@pytest.mark.parametrize("module", ["covariate_shift", "node_bnn_tuning",
+                                    "transformer_compare"])
+def test_report_commands_refuse_an_existing_out_before_training(module, tmp_path, capsys):
+    import importlib  # noqa: PLC0415
+
+    out = tmp_path / "report.md"
+    out.write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"zoo.{module}").main(["--epochs", "1", "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_text() == "mine"

@@ -97,8 +97,6 @@ CASES = [
      _train("--set", "num_components=8", "--set", "flow_length=65536", model="node_bnn"),
      "node_bnn_flow with input_shape (6,)"),
     # the benchmark's flags: one line, its --out untouched
-    ("benchmark_unknown_model", ["benchmark", "uci", "--dataset", "yacht", "--model", "nosuch"],
-     "--model: 'nosuch' is not a regression model of the zoo"),
     ("benchmark_splits_2_to_63", ["benchmark", "uci", "--dataset", "yacht", "--model",
                                   "bbb_mlp", "--splits", str(2**63)],
      "--splits: must be at most 10,000"),

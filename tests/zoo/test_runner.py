@@ -118,7 +118,9 @@ def test_evaluate_refuses_an_unfinished_directory(tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"batch_size": 0}, "batch_size"), ({"num_samples": -1}, "num_samples"),
-    ({"epochs": 0}, "epochs")])
+    ({"epochs": 0}, "epochs"),
+    ({"overrides": {"decay_steps": 0}}, "may not hold 'decay_steps'.*--epochs"),
+    ({"overrides": {"seed": 5}}, "may not hold 'seed'.*--seed")])
 def test_bad_arguments_are_named(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         runner.train_and_evaluate("mc_dropout_mlp", "yacht", tmp_path / "run", verbose=0,

@@ -25,6 +25,8 @@ from importlib import resources
 
 import numpy as np
 
+from tfp_bnn._memory import memory_bytes
+
 CONCRETE_NUM_FEATURES = 8
 # Models train in float32: a larger magnitude would turn into inf there.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -51,16 +53,12 @@ def shown(field: str, limit: int = 40) -> str:
 
 
 def max_file_bytes():
-    """Largest file the loaders read: a quarter of physical memory (None if unknown).
+    """Largest file the loaders read: a quarter of physical memory.
 
     Parsed rows need about as many bytes as their text; the limit leaves
     room for the copies that standardisation and training make.
     """
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-    return total // 4 if total > 0 else None
+    return memory_bytes() // 4
 
 
 def check_regular_file(path) -> os.stat_result:
@@ -86,7 +84,7 @@ def check_regular_file(path) -> os.stat_result:
                     "not a regular file")
         raise ValueError(f"{path}: cannot read the data file (is {kind}, not a regular file).")
     limit = max_file_bytes()
-    if limit is not None and info.st_size > limit:
+    if info.st_size > limit:
         raise ValueError(f"{path}: the file has {info.st_size} bytes, more than the "
                          f"{limit} (a quarter of physical memory) a data file may have.")
     return info

@@ -8,10 +8,11 @@ Memory is bounded by half the machine's physical memory.
 """
 
 import math
-import os
 
 import numpy as np
 import tensorflow as tf
+
+from tfp_bnn._memory import memory_bytes
 
 DEFAULT_BATCH_SIZE = 1024
 DEFAULT_MAX_ROWS = 16384
@@ -44,13 +45,6 @@ def sample_chunks(num_samples, samples_per_call):
     base, extra = divmod(num_samples, calls)
     for index in range(calls):
         yield base + 1 if index < extra else base
-
-
-def memory_bytes():
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
-        return 16 * 2**30
 
 
 def check_bytes(needed, what, advice="use a smaller `num_samples` or fewer inputs"):
