@@ -362,7 +362,12 @@ class BayesianLayer(KLTracking, keras.layers.Layer):
         return tf.reduce_sum(log_q) - tf.reduce_sum(log_p)  # q joint over the weights
 
     def _add_kl(self, inputs, training, kernel_draw, bias_draw):
-        """Adds kl_weight * KL to the layer's losses and its tracker."""
+        """Adds kl_weight * KL to the layer's losses and its tracker.
+
+        Once per outer call: a layer called again in the same forward pass
+        (shared, `TimeDistributed`, an RNN cell) adds nothing more, and in a
+        loop body the term is deferred to after the loop (`kl_tracking`).
+        """
         if _flag("skip_kl"):
             return
         if training and self._initial_kl_weight is None and not self._warned_unset_kl_weight:
@@ -374,6 +379,8 @@ class BayesianLayer(KLTracking, keras.layers.Layer):
                     "kl_weight=1/N or use tfp_bnn.callbacks.KLScheduler(num_examples=N).",
                     stacklevel=3,
                 )
+        if not self._claim_kl(inputs.shape[0] if inputs.shape.rank else None):
+            return
         kl = self._kl_of(kernel_draw)
         if bias_draw is not None:
             kl = kl + self._kl_of(bias_draw)
@@ -389,6 +396,10 @@ class BayesianLayer(KLTracking, keras.layers.Layer):
         penalty = self.kl_weight * kl
         self._record_kl(penalty, batch_size)
         return penalty
+
+    def _deferred_kl_penalty(self, rows):
+        """The KL term of a call made inside a loop body, built after the loop."""
+        return self.kl_penalty(rows)
 
     def kl_penalty(self, batch_size):
         """kl_weight * KL(q || p) as this layer's call would add it, for a model
