@@ -133,8 +133,10 @@ def _draw_terms(loc, rho, seed, dtype, prior, with_noise, scale_offset=0.0):
         perturbation = tf.cast(scale, dtype) * eps
         if prior is None:
             eps = tf.cast(eps, scale.dtype)
-            log_prob = (tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale))
-                        - _HALF_LOG_2PI * tf.cast(tf.size(eps), scale.dtype))
+            # In float32 whatever the variables' dtype, as PosteriorDraw says.
+            log_prob = tf.cast(tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale))
+                               - _HALF_LOG_2PI * tf.cast(tf.size(eps), scale.dtype),
+                               "float32")
     kl = None if prior is None else prior.kl_from_normal(loc, scale)
     return scale, perturbation, kl, log_prob
 

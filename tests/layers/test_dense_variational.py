@@ -111,7 +111,7 @@ def test_keras_run_layer_test():
         expected_num_non_trainable_weights=2,  # kl_weight, sampling switch
         expected_num_seed_generators=1,
         expected_num_losses=1,
-        supports_masking=False,
+        supports_masking=True,  # as keras.layers.Dense
     )
 
 

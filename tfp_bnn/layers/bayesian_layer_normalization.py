@@ -79,6 +79,8 @@ class BayesianLayerNormalization(BayesianLayer):
         self.epsilon = float(epsilon)
         self.center = center
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
+        # As keras.layers.LayerNormalization: per position, the mask passes through.
+        self.supports_masking = True
 
     def build(self, input_shape):
         dim = fix_last_dim(self, input_shape)

@@ -6,6 +6,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+# Keras' own accessors of a tensor's `_keras_mask` (no public name in Keras 3).
+from keras.src.backend.common.masking import get_keras_mask
+from keras.src.backend.common.masking import set_keras_mask
+
 from tfp_bnn.layers import composite
 from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.shapes import set_weight_arguments
@@ -114,16 +118,21 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         query: [B, Tq, dq] tensor.
         value: [B, Tk, dv] tensor.
         key: [B, Tk, dk] tensor (default: `value`).
+        query_mask, value_mask, key_mask: boolean [B, Tq] / [B, Tk] padding
+            masks, True at real positions; Keras passes the inputs' own
+            masks (e.g. from `Embedding(mask_zero=True)`) without being told.
+            A padded query attends to nothing; padded keys get weight 0.
         attention_mask: boolean [B, Tq, Tk] (or [Tq, Tk], broadcast over the
-            batch), True where a query may attend to a key.
+            batch), True where a query may attend to a key. Every mask given
+            is combined with AND, as in `keras.layers.MultiHeadAttention`.
         return_attention_scores: also return the attention probabilities
             [B, H, Tq, Tk] (before dropout).
         training: True draws weight noise and applies dropout.
         use_causal_mask: also mask keys after each query position.
 
     Returns:
-        [B, Tq, output_shape] tensor, and the attention probabilities if
-        `return_attention_scores`.
+        [B, Tq, output_shape] tensor carrying the query's mask, and the
+        attention probabilities if `return_attention_scores`.
 
     Example:
     >>> mha = BayesianMultiHeadAttention(num_heads=2, key_dim=4, kl_weight=1 / 1000)
@@ -161,6 +170,8 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         self.key_dense = None
         self.value_dense = None
         self.output_dense = None
+        # As keras.layers.MultiHeadAttention: the query's mask is the output's.
+        self.supports_masking = True
 
     def _projection(self, units, index, suffix):
         return composite.dense_class(self.estimator)(
@@ -201,29 +212,51 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         shape = tf.shape(x)
         return tf.reshape(x, tf.concat([shape[:2], [self.num_heads, size]], axis=0))
 
-    def _merged_mask(self, query, value, attention_mask, use_causal_mask):
-        """Boolean mask broadcastable to [B, 1, Tq, Tk], or None."""
-        mask = None
+    def _merged_mask(self, query, value, attention_mask, use_causal_mask, query_mask=None,
+                     value_mask=None, key_mask=None):
+        """Boolean mask broadcastable to [B, 1, Tq, Tk], or None.
+
+        The AND of every mask given, as in Keras' `MultiHeadAttention`: the
+        query's padding mask [B, Tq] (a padded query attends to nothing, so
+        its row is all zeros), the value's and key's [B, Tk], the causal
+        mask and `attention_mask`.
+        """
+        masks = []
         if attention_mask is not None:
             mask = ops.cast(attention_mask, "bool")
-            if len(mask.shape) == 2:
-                mask = mask[None]
+            masks.append(mask[None] if len(mask.shape) == 2 else mask)
+        if query_mask is not None:
+            masks.append(ops.cast(query_mask, "bool")[:, :, None])
+        for padding in (value_mask, key_mask):
+            if padding is not None:
+                masks.append(ops.cast(padding, "bool")[:, None, :])
         if use_causal_mask:
             rows = tf.range(tf.shape(query)[1])[:, None]
             cols = tf.range(tf.shape(value)[1])[None, :]
-            causal = (rows >= cols)[None]
-            mask = causal if mask is None else tf.logical_and(mask, causal)
-        return None if mask is None else mask[:, None]
+            masks.append((rows >= cols)[None])
+        if not masks:
+            return None
+        mask = masks[0]
+        for other in masks[1:]:
+            mask = tf.logical_and(mask, other)
+        return mask[:, None]
 
-    def call(self, query, value, key=None, attention_mask=None, return_attention_scores=False,
-             training=None, use_causal_mask=False):
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, return_attention_scores=False, training=None,
+             use_causal_mask=False):
+        # Keras fills value_mask and key_mask from the inputs' masks (e.g.
+        # after Embedding(mask_zero=True)); the query's is read here, as in
+        # keras.layers.MultiHeadAttention, unless given.
+        if query_mask is None:
+            query_mask = get_keras_mask(query)
         query, value = ops.convert_to_tensor(query), ops.convert_to_tensor(value)
         key = value if key is None else ops.convert_to_tensor(key)
         if attention_mask is not None:
             attention_mask = ops.convert_to_tensor(attention_mask)
         check_attention_shapes(query.shape, value.shape, key.shape,
                                None if attention_mask is None else attention_mask.shape)
-        mask = self._merged_mask(query, value, attention_mask, use_causal_mask)
+        mask = self._merged_mask(query, value, attention_mask, use_causal_mask, query_mask,
+                                 value_mask, key_mask)
         q = self._split_heads(self.query_dense(query, training=training), self.key_dim)
         k = self._split_heads(self.key_dense(key, training=training), self.key_dim)
         v = self._split_heads(self.value_dense(value, training=training), self.value_dim)
@@ -239,6 +272,8 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         shape = tf.shape(context)
         context = tf.reshape(context, tf.concat([shape[:2], [self.num_heads * self.value_dim]], 0))
         outputs = self.output_dense(context, training=training)
+        if query_mask is not None:
+            set_keras_mask(outputs, query_mask)
         if return_attention_scores:
             return outputs, probabilities
         return outputs
@@ -247,9 +282,9 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         units = self.output_units or query_shape[-1]
         return tuple(query_shape[:-1]) + (units,)
 
-    def compute_output_spec(self, query, value, key=None, attention_mask=None,
-                            return_attention_scores=False, training=None,
-                            use_causal_mask=False):
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None,
+                            key_mask=None, attention_mask=None, return_attention_scores=False,
+                            training=None, use_causal_mask=False):
         key_shape = None if key is None else key.shape
         check_attention_shapes(query.shape, value.shape, key_shape,
                                None if attention_mask is None else attention_mask.shape)

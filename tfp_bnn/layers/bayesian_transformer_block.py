@@ -11,6 +11,7 @@ from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_multi_head_attention import check_attention_shapes
+from tfp_bnn.layers.bayesian_multi_head_attention import get_keras_mask
 
 # Sublayer seed slots (times composite.SEED_STRIDE): the attention takes
 # slots 0-4 (four projections and its dropout), then the rest of the block.
@@ -58,6 +59,10 @@ class BayesianTransformerBlock(keras.layers.Layer):
             may attend to another.
         training: True draws weight noise and applies dropout.
         use_causal_mask: also mask positions after each query.
+        mask: boolean [B, T] padding mask, True at real positions; Keras
+            passes the inputs' own mask (e.g. from `Embedding(mask_zero=True)`).
+            Padded positions are neither attended to nor attend; the output
+            carries the mask.
 
     Returns:
         [B, T, width] tensor.
@@ -96,6 +101,8 @@ class BayesianTransformerBlock(keras.layers.Layer):
         self.ffn1 = None
         self.ffn2 = None
         self.norm2 = None
+        # Positions stay positions: the input's padding mask is the output's.
+        self.supports_masking = True
 
     def _seed(self, part):
         return composite.sub_seed(self.seed, _SEEDS[part])
@@ -150,11 +157,17 @@ class BayesianTransformerBlock(keras.layers.Layer):
         self.ffn2.build(shape[:-1] + (self.ff_dim,))
         self.norm2.build(shape)
 
-    def call(self, inputs, attention_mask=None, training=None, use_causal_mask=False):
+    def call(self, inputs, attention_mask=None, training=None, use_causal_mask=False,
+             mask=None):
+        if mask is None:  # Keras fills `mask` only when `inputs` is the one tensor argument
+            mask = get_keras_mask(inputs)
         inputs = tf.convert_to_tensor(inputs)
         self._check_input_shape(inputs.shape)
-        attended = self.attention(inputs, inputs, attention_mask=attention_mask,
-                                  training=training, use_causal_mask=use_causal_mask)
+        # The padding mask enters the attention as query and key mask, as
+        # the inputs' own mask would enter a keras.layers.MultiHeadAttention.
+        attended = self.attention(inputs, inputs, query_mask=mask, value_mask=mask,
+                                  attention_mask=attention_mask, training=training,
+                                  use_causal_mask=use_causal_mask)
         attended = composite.dropout(attended, self.dropout, self.seed_generator, training)
         z = self.norm1(inputs + tf.cast(attended, inputs.dtype), training=training)
         y = self.ffn2(self.ffn1(z, training=training), training=training)

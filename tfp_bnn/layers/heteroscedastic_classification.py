@@ -79,7 +79,8 @@ class HeteroscedasticClassification(keras.layers.Layer):
 
     Returns:
         Tensor of shape `inputs.shape[:-1] + (num_classes,)` of
-        log-probabilities, float32 whatever the compute dtype, or
+        log-probabilities, in the variable dtype (float32 under mixed
+        precision, float64 for a float64 head), or
         `inputs.shape[:-1] + (2 * num_classes,)` [f, log sigma^2] (compute
         dtype) if `return_logit_moments`.
 
@@ -128,21 +129,32 @@ class HeteroscedasticClassification(keras.layers.Layer):
         moments = self.projection_layer(inputs, training=training)
         if self.return_logit_moments:
             return moments
-        # The Monte Carlo log-mean-exp runs in float32 whatever the compute
-        # dtype: in float16 exp(s / 2) overflows from s ~ 22 (inf logits, NaN
-        # log-probabilities), logits of 1e3 keep no fractional digit, and the
-        # output is a log-density, which mixed precision keeps in float32.
-        moments = ops.cast(moments, "float32")
+        # The Monte Carlo log-mean-exp runs in the variable dtype (float32
+        # under mixed precision, float64 for float64 heads): in float16
+        # exp(s / 2) overflows from s ~ 22 (inf logits, NaN log-probabilities),
+        # logits of 1e3 keep no fractional digit, and the output is a
+        # log-density, which mixed precision keeps in float32.
+        moments = ops.cast(moments, self._output_dtype())
         mean = moments[..., : self.num_classes]
         log_var = moments[..., self.num_classes:]
         # (T,) + batch shape + (classes,): independent draws per example.
         # tfp_bnn.noise names its algorithm: keras.random's default runs ~11x
         # slower under XLA on CPU (see tfp_bnn/noise.py).
         shape = tf.concat([[self.num_samples], tf.shape(mean)], axis=0)
-        eps = noise.normal(shape, "float32", noise.next_seed(self.seed_generator))
+        eps = noise.normal(shape, moments.dtype, noise.next_seed(self.seed_generator))
         logits = mean + ops.exp(0.5 * log_var) * eps
         log_probs = ops.log_softmax(logits, axis=-1)
         return ops.logsumexp(log_probs, axis=0) - math.log(self.num_samples)
+
+    def _output_dtype(self):
+        """The log-probabilities' dtype: the variables' (float32 under mixed precision)."""
+        if self.return_logit_moments:
+            return self.compute_dtype
+        return self.dtype_policy.variable_dtype
+
+    def compute_output_spec(self, inputs, training=None):
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape),
+                                 dtype=self._output_dtype())
 
     def compute_output_shape(self, input_shape):
         width = 2 * self.num_classes if self.return_logit_moments else self.num_classes

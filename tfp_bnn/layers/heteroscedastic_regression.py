@@ -287,6 +287,11 @@ class HeteroscedasticRegression(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (2 * self.units,)
 
+    def compute_output_spec(self, inputs, training=None):
+        # The output is the projection's: float32 under a mixed policy.
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape),
+                                 dtype=self.projection_layer.compute_dtype)
+
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -200,7 +200,7 @@ class NodeLayer(KLTracking, keras.layers.Layer):
         flow_names(flows, flow_length)  # ValueError naming `flows`
         # Variables stay float32 inside call under mixed precision (see
         # base._float32_variables); the layer casts what enters the forward
-        # pass and keeps z, the KL and the entropy in float32.
+        # pass and keeps z in the variables' dtype, the KL and the entropy in float32.
         kwargs["autocast"] = False
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         set_weight_arguments(self, activation, use_bias, kernel_initializer, bias_initializer,
@@ -230,11 +230,12 @@ class NodeLayer(KLTracking, keras.layers.Layer):
         )
         self._create_kl_tracker()
         self._warned_unset_kl_weight = False
-        # One flow per site, shared by the components; float32 like the KL.
+        # One flow per site, shared by the components, in the dtype of z.
         self.input_flow = self.output_flow = None
         if posterior == "flow" and flow_length > 0:
             for offset, site in enumerate(self.sites):
-                flow = NormalizingFlow(flows=flows, length=flow_length, dtype="float32",
+                flow = NormalizingFlow(flows=flows, length=flow_length,
+                                       dtype=self.dtype_policy.variable_dtype,
                                        seed=self._seed_plus(4 + offset), name=f"{site}_flow")
                 setattr(self, f"{site}_flow", flow)
         self.kernel = self.bias = None
@@ -300,8 +301,8 @@ class NodeLayer(KLTracking, keras.layers.Layer):
         if training:
             return None
         if _flag("force_mean"):
-            return tf.constant(0.0, "float32")
-        return tf.cast(self.sampling, "float32")
+            return tf.constant(0.0, self.variable_dtype)
+        return tf.cast(self.sampling, self.variable_dtype)
 
     def _gaussian_terms(self, site):
         """Closed-form KL and entropy of the Gaussian base, averaged over components."""
@@ -315,18 +316,23 @@ class NodeLayer(KLTracking, keras.layers.Layer):
         return tf.reduce_sum(kl) / count, tf.reduce_sum(entropy) / count
 
     def _site_draw(self, site, components, seed, noise_scale, training, with_kl):
-        """z [rows, nodes] (float32) and, with_kl, the site's (KL, entropy)."""
+        """z [rows, nodes] and, with_kl, the site's float32 (KL, entropy).
+
+        z is drawn in the variables' dtype: float32 under mixed precision
+        (the node posterior stays float32, see `__init__`), float64 for a
+        float64 layer.
+        """
         loc_all = tf.convert_to_tensor(getattr(self, f"{site}_loc"))
         scale_all = tf.nn.softplus(getattr(self, f"{site}_rho"))
         loc, scale = self._select(loc_all, components), self._select(scale_all, components)
         rows = tf.shape(components)[0]
-        eps = noise_lib.normal(tf.stack([rows, tf.shape(loc_all)[1]]), "float32", seed)
+        eps = noise_lib.normal(tf.stack([rows, tf.shape(loc_all)[1]]), loc_all.dtype, seed)
         sample = loc + scale * eps
         base = sample if noise_scale is None else loc + noise_scale * scale * eps
         flow = getattr(self, f"{site}_flow")
         if self.posterior == "gaussian":
             terms = self._gaussian_terms(site) if with_kl else None
-            return base, terms
+            return base, _float32(terms)
         if flow is None:  # flow_length = 0: the base itself, with the Monte Carlo KL
             z, log_det, z_sample, log_det_sample = base, None, sample, None
         elif with_kl and noise_scale is not None:
@@ -341,7 +347,7 @@ class NodeLayer(KLTracking, keras.layers.Layer):
             z_sample, log_det_sample = z, log_det
         if not with_kl:
             return z, None
-        return z, self._flow_terms(site, eps, scale, z_sample, log_det_sample)
+        return z, _float32(self._flow_terms(site, eps, scale, z_sample, log_det_sample))
 
     def _flow_terms(self, site, eps, scale, z, log_det):
         """Monte Carlo KL of q_K = NF#q0 and the entropy H[q0] + E[log|det J|].
@@ -357,7 +363,7 @@ class NodeLayer(KLTracking, keras.layers.Layer):
         per_row = log_q0 - log_p
         _, entropy = self._gaussian_terms(site)
         if log_det is not None:
-            log_det = tf.cast(log_det, "float32")
+            log_det = tf.cast(log_det, per_row.dtype)
             per_row = per_row - log_det
             entropy = entropy + _mean(log_det)
         return _mean(per_row), entropy
@@ -396,12 +402,12 @@ class NodeLayer(KLTracking, keras.layers.Layer):
             if with_kl:
                 kl = tf.add_n([t[0] for t in terms])
                 entropy = tf.add_n([t[1] for t in terms])
-                self._add_kl(rows, training, kl, entropy)
+                self._add_kl(rows, training, kl, entropy, inputs.shape[0])
             if self.activation is not None:
                 outputs = self.activation(outputs)
             return outputs
 
-    def _add_kl(self, rows, training, kl, entropy):
+    def _add_kl(self, rows, training, kl, entropy, static_rows=None):
         """Adds kl_weight * (KL - gamma H) to the losses and to the `<name>_kl` tracker."""
         if training and self._initial_kl_weight is None and not self._warned_unset_kl_weight:
             self._warned_unset_kl_weight = True
@@ -412,12 +418,27 @@ class NodeLayer(KLTracking, keras.layers.Layer):
                     "kl_weight=1/N or use tfp_bnn.callbacks.KLScheduler(num_examples=N).",
                     stacklevel=3,
                 )
+        # Once per outer call; deferred out of a loop body (see kl_tracking).
+        if not self._claim_kl(static_rows):
+            return
+        self.add_loss(self._kl_objective_penalty(kl, entropy, rows))
+
+    def _kl_objective_penalty(self, kl, entropy, rows):
+        """kl_weight * (KL - gamma H), logged in the tracker for `rows` rows."""
         objective = kl
         if self.entropy_weight:
             objective = kl - self.entropy_weight * entropy
         penalty = self.kl_weight * objective
         self._record_kl(penalty, rows)
-        self.add_loss(penalty)
+        return penalty
+
+    def _deferred_kl_penalty(self, rows):
+        """The term of a call made inside a loop body, built after the loop from
+        the weights alone: closed form for the Gaussian posterior, else a Monte
+        Carlo estimate over one draw per row (at least one per component)."""
+        with _float32_variables():
+            kl, entropy = self._objective_terms(max(int(rows), self.num_components))
+            return self._kl_objective_penalty(kl, entropy, rows)
 
     def _apply_kernel(self, inputs, kernel):
         raise NotImplementedError
@@ -551,6 +572,11 @@ class NodeLayer(KLTracking, keras.layers.Layer):
             }
         )
         return config
+
+
+def _float32(terms):
+    """(KL, entropy) in float32, the dtype of `kl_weight` and of every layer's KL."""
+    return None if terms is None else tuple(tf.cast(t, "float32") for t in terms)
 
 
 def _mean(values):

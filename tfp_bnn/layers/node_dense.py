@@ -49,6 +49,8 @@ class NodeDense(DenseShapes, NodeLayer):
         check_units(units)
         super().__init__(**kwargs)
         self._set_units(units)
+        # As keras.layers.Dense: acts per position, so a sequence mask passes through.
+        self.supports_masking = True
 
     def build(self, input_shape):
         kernel_shape, bias_shape, input_dim = self._dense_shapes(input_shape)
