@@ -9,6 +9,11 @@ for N training examples.
 
 __version__ = "0.1.0"
 
+# Before anything imports Keras layers: a clear ImportError on any other backend.
+from tfp_bnn import _backend
+
+_backend.require_tensorflow()
+
 from tfp_bnn import callbacks
 from tfp_bnn import data
 from tfp_bnn import distributions
