@@ -12,9 +12,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn import noise
-from tfp_bnn.posteriors import Posterior
-from tfp_bnn.posteriors import PosteriorDraw
-from tfp_bnn.posteriors import seeded_initializer
+from tfp_bnn.posteriors.base import Posterior
+from tfp_bnn.posteriors.base import PosteriorDraw
+from tfp_bnn.posteriors.base import seeded_initializer
 
 tfd = tfp.distributions
 tfb = tfp.bijectors

@@ -13,9 +13,9 @@ import tensorflow_probability as tfp
 
 from tfp_bnn import noise
 from tfp_bnn.flows import normalizing_flow as flows_lib
-from tfp_bnn.posteriors import MeanFieldNormal
-from tfp_bnn.posteriors import Posterior
-from tfp_bnn.posteriors import PosteriorDraw
+from tfp_bnn.posteriors.mean_field import MeanFieldNormal
+from tfp_bnn.posteriors.base import Posterior
+from tfp_bnn.posteriors.base import PosteriorDraw
 
 tfd = tfp.distributions
 
