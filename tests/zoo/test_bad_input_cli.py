@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from tests.zoo.cli_harness import run_cli
+from tests.zoo.cli_harness import snapshot
 from zoo import cli
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -211,21 +213,14 @@ def finished_run(tmp_path_factory):
     yield out
 
 
-def _snapshot(root):
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
-
-
 @pytest.mark.parametrize("make, message", [case[1:] for case in CASES],
                          ids=[case[0] for case in CASES])
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing(make, message, tmp_path, capsys):
     argv = make(tmp_path)
     if argv[0] == "train" and "--out" not in argv:
         argv = argv + ["--out", str(tmp_path / "run")]
-    before = _snapshot(tmp_path)
-    try:
-        code = cli.main(argv)
-    except SystemExit as exit_info:  # argparse's own errors
-        code = exit_info.code
+    before = snapshot(tmp_path)
+    code = run_cli(argv)
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -235,7 +230,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(make, message, tmp_path
     assert "Traceback" not in err
     if not lines[-1].startswith("usage") and not any(line.startswith("usage") for line in lines):
         assert len(lines) == 1, err
-    assert _snapshot(tmp_path) == before  # nothing written, nothing half-written
+    assert snapshot(tmp_path) == before  # nothing written, nothing half-written
 
 
 def test_there_are_at_least_forty_cases():

@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 import zoo
+from tests.zoo.cli_harness import run_cli
+from tests.zoo.cli_harness import snapshot
 from zoo import cli
 from zoo import flags
 from zoo import progress
@@ -107,10 +109,6 @@ CASES = [
 ]
 
 
-def _snapshot(root):
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
-
-
 def test_there_are_at_least_twenty_cases():
     assert len(CASES) >= 20 and len({case[0] for case in CASES}) == len(CASES)
 
@@ -123,11 +121,8 @@ def test_hostile_input_is_one_line_exit_2_and_leaves_nothing(argv, message, tmp_
     argv = [str(tmp_path / "run") if arg == "RUN" else arg for arg in argv]
     if argv[0] == "train":
         argv = argv + ["--out", str(tmp_path / "run")]
-    before = _snapshot(tmp_path)
-    try:
-        code = cli.main(argv)
-    except SystemExit as exit_info:  # argparse's own errors
-        code = exit_info.code
+    before = snapshot(tmp_path)
+    code = run_cli(argv)
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert code == 2, captured.err
@@ -135,7 +130,7 @@ def test_hostile_input_is_one_line_exit_2_and_leaves_nothing(argv, message, tmp_
     assert " error: " in lines[0] and message in lines[0], lines[0]
     assert len(lines[0]) < 400, lines[0]  # a hostile value does not flood the line
     assert "Traceback" not in captured.err
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("error, message", [
