@@ -9,9 +9,9 @@ T = 100 Monte Carlo forward passes of the same Bayesian block and batch,
 of the Monte Carlo one; and how time and memory of the full mode grow with J.
 
 (a) Speed and log-likelihood on the real task. A
-    `zoo.transformer_models.TokenTransformerRegressor` (width 16, 2 heads,
+    `zoo.models.transformer.TokenTransformerRegressor` (width 16, 2 heads,
     ff 32, last-token pooling) is trained with path="mc" (Flipout) on the
-    packaged sunspots (`zoo.transformer_compare.sunspots_data()`: window 24,
+    packaged sunspots (`zoo.experiments.transformer_compare.sunspots_data()`: window 24,
     test = the last 240 months) for --epochs epochs. A second regressor with
     path="moments" (diagonal) gets the same weights (`set_weights`). On the
     240 test windows, in interleaved rounds (medians, see `_timing.py`):
@@ -65,8 +65,8 @@ import tfp_bnn  # noqa: E402
 from tfp_bnn import moments  # noqa: E402
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock  # noqa: E402
 from tfp_bnn.predict.regression import RegressionPrediction  # noqa: E402
-from zoo import transformer_compare  # noqa: E402
-from zoo import transformer_models  # noqa: E402
+from zoo.experiments import transformer_compare  # noqa: E402
+from zoo.models import transformer as transformer_models  # noqa: E402
 
 WIDTH, HEADS, FF_DIM = 16, 2, 32
 SPEED_TARGET = 30.0

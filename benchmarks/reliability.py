@@ -40,7 +40,7 @@ CASES = (("bbb_mlp", "concrete"), ("flipout_lenet", "digits"))
 def worker(model_name, dataset, threads, epochs, rounds=3):
     """Runs in a fresh process: prints JSON {variant: median epoch seconds}."""
     sys.path.insert(0, str(ROOT))
-    from zoo import runner  # noqa: PLC0415
+    from zoo.run import runner  # noqa: PLC0415
 
     runner.set_threads(threads)
     import keras  # noqa: PLC0415
@@ -51,8 +51,8 @@ def worker(model_name, dataset, threads, epochs, rounds=3):
     from tfp_bnn.callbacks import KLScheduler  # noqa: PLC0415
     from tfp_bnn.data import shuffled_epochs  # noqa: PLC0415
     from tfp_bnn.data import steps_per_epoch  # noqa: PLC0415
-    from zoo import datasets  # noqa: PLC0415
-    from zoo import registry  # noqa: PLC0415
+    from zoo.run import datasets  # noqa: PLC0415
+    from zoo.models import registry  # noqa: PLC0415
 
     task = datasets.load(dataset)
     num = len(task.x_train)

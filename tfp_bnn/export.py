@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn.distributions.classes import class_log_probabilities
-from tfp_bnn.layers.tracing import forced_mean_trace
-from tfp_bnn.layers.tracing import no_kl_trace
+from tfp_bnn.layers._tracing import forced_mean_trace
+from tfp_bnn.layers._tracing import no_kl_trace
 
 
 def _check_model(model):

@@ -4,7 +4,7 @@
 `list_models()` names them; `MODELS` maps names to builders. The CLI
 (`python -m zoo list | train | evaluate | benchmark`) is in `zoo.cli`.
 
-The names below load `zoo.registry` (and TensorFlow) on first use, so that
+The names below load `zoo.models.registry` (and TensorFlow) on first use, so that
 `python -m zoo` can read its arguments, and refuse bad ones, before
 TensorFlow starts.
 
@@ -21,7 +21,7 @@ __all__ = ["MODELS", "ModelSpec", "SPECS", "build_model", "get_model", "get_spec
 
 def __getattr__(name):
     if name in __all__:
-        return getattr(importlib.import_module("zoo.registry"), name)
+        return getattr(importlib.import_module("zoo.models.registry"), name)
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 

@@ -1,6 +1,6 @@
 """The command line: `python -m zoo [list | train | evaluate | benchmark]`.
 
-    python -m zoo                      the main job (BBB MLP on concrete; zoo.main_job)
+    python -m zoo                      the main job (BBB MLP on concrete; zoo.experiments.main_job)
     python -m zoo list                 ready models and built-in datasets
     python -m zoo train MODEL --dataset DATASET [--split K] [--epochs N] [--seed S]
                         [--strategy default|mirrored|multiworker] [--out DIR]
@@ -15,8 +15,8 @@ import argparse
 import re
 import sys
 
-from zoo import flags
-from zoo import uci_benchmark_args
+from zoo.run import flags
+from zoo.experiments import uci_benchmark_args
 
 COMMANDS = ("list", "train", "evaluate", "benchmark")
 # KEY=VALUE with VALUE as JSON (numbers, lists) or a plain string.
@@ -27,7 +27,7 @@ def build_parser():
     parser = flags.OneLineParser(
         prog="python -m zoo",
         description="Ready Bayesian models: list them, train one, evaluate a run, run the "
-                    "UCI benchmark. Without a command: the main job (see zoo.main_job).")
+                    "UCI benchmark. Without a command: the main job (see zoo.experiments.main_job).")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="ready models and built-in datasets")
 
@@ -82,8 +82,8 @@ def build_parser():
 
 
 def _list():
-    from zoo import datasets  # noqa: PLC0415 - TensorFlow only once the arguments are read
-    from zoo import registry  # noqa: PLC0415
+    from zoo.run import datasets  # noqa: PLC0415 - TensorFlow only once the arguments are read
+    from zoo.models import registry  # noqa: PLC0415
 
     print("models:")
     for name in registry.list_models():
@@ -103,8 +103,8 @@ def _print_metrics(metrics, prefix=""):
 
 
 def _train(args):
-    from zoo import registry  # noqa: PLC0415 - TensorFlow only for the commands that need it
-    from zoo import runner  # noqa: PLC0415
+    from zoo.models import registry  # noqa: PLC0415 - TensorFlow only for the commands that need it
+    from zoo.run import runner  # noqa: PLC0415
 
     # The model and its --set keys before the data is read or anything written.
     registry.check_overrides(args.model, args.overrides)
@@ -124,7 +124,7 @@ def _train(args):
 
 
 def _evaluate(args):
-    from zoo import runner  # noqa: PLC0415
+    from zoo.run import runner  # noqa: PLC0415
 
     stored, fresh = runner.evaluate(args.run_dir, num_samples=args.samples)
     _print_metrics(stored, "stored: ")
@@ -149,7 +149,7 @@ def _one_line(error):
 
 def _benchmark(argv):
     """`python -m zoo benchmark ...`: exit code 0 once the table is printed and saved."""
-    from zoo import uci_benchmark  # noqa: PLC0415 - TensorFlow after the arguments
+    from zoo.experiments import uci_benchmark  # noqa: PLC0415 - TensorFlow after the arguments
 
     uci_benchmark.main(argv)  # returns the result dict, which is no exit code
     return 0
@@ -215,7 +215,7 @@ def main(argv=None):
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
-        from zoo import main_job  # noqa: PLC0415 - parses before it starts TensorFlow
+        from zoo.experiments import main_job  # noqa: PLC0415 - parses before it starts TensorFlow
 
         return _run("", main_job.main, argv)
     parser = build_parser()

@@ -19,7 +19,7 @@ from tfp_bnn.data import read_series_csv
 from tfp_bnn.data import read_table
 from tfp_bnn.data import uci
 from zoo import cli
-from zoo import datasets
+from zoo.run import datasets
 
 GOOD_ROWS = [f"{i} {2 * i + 1} {i % 3}" for i in range(10)]
 

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from zoo import distribute
+from zoo.run import distribute
 
 NUM_EXAMPLES = 256
 BATCH_SIZE = 32

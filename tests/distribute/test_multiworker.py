@@ -1,4 +1,4 @@
-"""zoo.distribute: TF_CONFIG checks, the chief, worker directories, and real
+"""zoo.run.distribute: TF_CONFIG checks, the chief, worker directories, and real
 2-process MultiWorkerMirroredStrategy training on localhost."""
 
 import json
@@ -13,7 +13,7 @@ import types
 import pytest
 import tensorflow as tf
 
-from zoo import distribute
+from zoo.run import distribute
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_multiworker_worker.py")
@@ -259,7 +259,7 @@ def _cli_ready():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _cli_ready(), reason="zoo/runner.py has no train_and_evaluate yet")
+@pytest.mark.skipif(not _cli_ready(), reason="zoo/run/runner.py has no train_and_evaluate yet")
 def test_cli_trains_with_two_workers(tmp_path):
     out = tmp_path / "run"
     cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}

@@ -10,7 +10,7 @@ from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalizati
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
-from tfp_bnn.layers.tracing import sample_trace
+from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.predict import MonteCarloRunner
 from tfp_bnn.testing.composite_layer_test import run_composite_layer_test
 from tests.layers.test_bayesian_multi_head_attention import keras_attention

@@ -138,7 +138,7 @@ def test_heteroscedastic_classification_head_trains(mixed_float16):
 
 class _MomentTransformer(keras.Model):
     """A float16 token embedding, one Bayesian block propagated in moments, a
-    Bayesian head: `zoo.transformer_models` in small, the model itself in
+    Bayesian head: `zoo.models.transformer` in small, the model itself in
     float32 as Keras advises for the layers that produce the loss inputs."""
 
     def __init__(self, mode):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tfp_bnn
-from tfp_bnn.layers import tracing
+from tfp_bnn.layers import _tracing
 from tfp_bnn.layers.node_conv2d import NodeConv2D
 
 _NO_NOISE_RHO = -40.0  # softplus(-40) ~ 4e-18
@@ -102,7 +102,7 @@ def test_sample_trace_assigns_components_by_sample_index():
     layer.bias.assign(np.full(2, 4.0, "float32"))
     _set_nodes(layer, "output", [[1.0], [3.0]], np.log(np.expm1(1e-6)))
     tiled = np.tile(x, (3, 1, 1, 1))  # S = 3 samples of B = 2 examples
-    with tracing.sample_trace(3):
+    with _tracing.sample_trace(3):
         ratio = _output_ratio(layer, tiled, training=False)
     expected = np.repeat([1.0, 3.0, 1.0], 2)[:, None, None, None] * np.ones(ratio.shape[1:])
     np.testing.assert_allclose(ratio, expected, rtol=1e-4)

@@ -12,7 +12,7 @@ import tensorflow_probability as tfp
 
 import tfp_bnn
 from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.layers import tracing
+from tfp_bnn.layers import _tracing
 from tfp_bnn.layers.node_dense import NodeDense
 
 # softplus(-40) ~ 4e-18: z equals its mean to float32 precision.
@@ -171,7 +171,7 @@ def test_inside_a_sample_trace_the_sample_index_picks_the_component():
     samples, batch = 5, 3
     x = _inputs((batch, 4), seed=5) + 3.0
     tiled = np.tile(x, (samples, 1))  # row s * B + b
-    with tracing.sample_trace(samples):
+    with _tracing.sample_trace(samples):
         y = _np(layer(tiled, training=False))
     z = _recover_z(layer, tiled.astype(np.float64), y, "output")
     expected = np.repeat(np.arange(samples) % 2 + 1.0, batch)[:, None] * np.ones(4)
@@ -301,7 +301,7 @@ def test_kl_has_gradients_to_the_node_posterior_and_none_under_no_kl_trace():
     variables = [layer.input_loc, layer.input_rho, layer.output_loc, layer.output_rho]
     for variable, grad in zip(variables, tape.gradient(kl, variables)):
         assert grad is not None and np.any(grad.numpy() != 0), variable.path
-    with tracing.no_kl_trace():
+    with _tracing.no_kl_trace():
         layer(x, training=True)
     assert layer.losses == []
 

@@ -29,7 +29,7 @@ from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttent
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.moments.relu import rectified_gaussian
-from zoo.transformer_models import TokenTransformerRegressor
+from zoo.models.transformer import TokenTransformerRegressor
 
 RHOS = [50.0, -50.0]
 SHAPE = (2, 3, 4)  # batch, tokens, width

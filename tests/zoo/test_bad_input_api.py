@@ -1,4 +1,4 @@
-"""Bad arguments to the zoo's Python API: zoo.build_model, zoo.get_spec, zoo.datasets.load.
+"""Bad arguments to the zoo's Python API: zoo.build_model, zoo.get_spec, zoo.run.datasets.load.
 
 Every case fails before a model is built or a file is read to the end, with
 a ValueError that names the argument (or file and line) and lists what is
@@ -10,7 +10,7 @@ import re
 import pytest
 
 import zoo
-from zoo import datasets
+from zoo.run import datasets
 
 MODELS = re.escape(str(zoo.list_models()))
 BUILTIN = re.escape(str(list(datasets.BUILTIN)))
@@ -105,7 +105,7 @@ def test_bad_build_arguments(name, kwargs, pattern):
         zoo.build_model(name, **kwargs)
 
 
-# -- zoo.datasets.load -----------------------------------------------------------
+# -- zoo.run.datasets.load -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 import zoo
 from zoo import cli
-from zoo import datasets
+from zoo.run import datasets
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 

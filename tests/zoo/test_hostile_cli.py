@@ -4,7 +4,7 @@ Each ends in exactly one line on stderr, exit code 2, no traceback and no
 file written. Most run `zoo.cli.main` in-process; three run real processes:
 two check that an argparse error neither imports TensorFlow nor prints its
 start-up log, one that an error after TensorFlow has started is still one
-line. The plain progress lines of `zoo.progress` are tested at the end.
+line. The plain progress lines of `zoo.run.progress` are tested at the end.
 (The general bad-input matrix: tests/zoo/test_bad_input_cli.py.)
 """
 
@@ -23,8 +23,8 @@ import zoo
 from tests.zoo.cli_harness import run_cli
 from tests.zoo.cli_harness import snapshot
 from zoo import cli
-from zoo import flags
-from zoo import progress
+from zoo.run import flags
+from zoo.run import progress
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def _set(text, model="bbb_mlp", dataset="yacht"):
 
 
 CASES = [
-    # numbers past the flags' limits (zoo.flags.MAX_*)
+    # numbers past the flags' limits (zoo.run.flags.MAX_*)
     ("epochs_int64_max", _train("--epochs", "9223372036854775807"),
      "--epochs: must be at most 1,000,000"),
     ("epochs_in_float_notation", _train("--epochs", "1e3"), "--epochs: must be a positive int"),
@@ -173,7 +173,7 @@ def test_other_errors_keep_their_traceback(monkeypatch):
 
 
 def test_zoo_names_load_on_first_use():
-    assert zoo.build_model is zoo.registry.build_model
+    assert zoo.build_model is zoo.models.registry.build_model
     from zoo import MODELS  # noqa: PLC0415
 
     assert "bbb_mlp" in MODELS and "build_model" in dir(zoo)
@@ -197,7 +197,7 @@ def _run(args, cwd):
 def test_an_argparse_error_does_not_import_tensorflow(tmp_path):
     script = ("import sys\nfrom zoo import cli\ntry:\n    cli.main(sys.argv[1:])\n"
               "except SystemExit as exit_info:\n    code = exit_info.code\n"
-              "print(sorted(m for m in ('tensorflow', 'keras', 'tfp_bnn', 'zoo.registry')"
+              "print(sorted(m for m in ('tensorflow', 'keras', 'tfp_bnn', 'zoo.models.registry')"
               " if m in sys.modules))\nsys.exit(code)\n")
     result = _run(["-c", script, *_train("--epochs", "many")], tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
@@ -227,7 +227,7 @@ def test_an_error_after_tensorflow_started_is_still_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-# Plain progress (zoo.progress): one line per interval, no control characters.
+# Plain progress (zoo.run.progress): one line per interval, no control characters.
 LINE = re.compile(r"epoch +\d+/\d+( +(loss|data_loss|kl|accuracy) [-0-9.e+]+)* +\d+s")
 
 

@@ -8,7 +8,7 @@ CIFAR-10-C's parameters are made for 32x32 natural photographs; these are
 re-chosen for the 8x8 digits of `tfp_bnn.data.load_digits` (pixels in
 [0, 1], background 0, one digit pixel ~ 4 CIFAR pixels, and a digit only ~6
 pixels tall, so a 1-pixel shift or a 30 degree turn is already severe).
-Measured on the deterministic CNN of `zoo.digits_models` (60 epochs, seed
+Measured on the deterministic CNN of `zoo.models.digits` (60 epochs, seed
 0, 97.5% clean accuracy): intensity 1 costs it 0.5-2.5 points of accuracy,
 intensity 5 leaves it 55-89%, far below clean and far above chance (10%):
 

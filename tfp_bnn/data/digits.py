@@ -6,7 +6,7 @@ and Kaynak (1998, UCI), as embedded in scikit-learn
 (`sklearn.datasets.load_digits` reads a file inside the scikit-learn
 package; nothing is downloaded). Small enough to train a Bayesian CNN on two
 CPU cores in seconds, which is what the covariate-shift evaluation
-(`zoo.covariate_shift`) needs.
+(`zoo.experiments.covariate_shift`) needs.
 """
 
 import numpy as np

@@ -30,11 +30,11 @@ from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn._tfp_names import reject_tfp_arguments
 from tfp_bnn import priors as priors_lib
-from tfp_bnn.layers.kl_tracking import KLTracking
-from tfp_bnn.layers.shapes import set_weight_arguments
-from tfp_bnn.layers.shapes import weight_arguments_config
-from tfp_bnn.layers.tracing import flag as _flag
-from tfp_bnn.layers.tracing import sample_context
+from tfp_bnn.layers._kl_tracking import KLTracking
+from tfp_bnn.layers._shapes import set_weight_arguments
+from tfp_bnn.layers._shapes import weight_arguments_config
+from tfp_bnn.layers._tracing import flag as _flag
+from tfp_bnn.layers._tracing import sample_context
 
 tfd = tfp.distributions
 

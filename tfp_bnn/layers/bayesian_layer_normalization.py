@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
-from tfp_bnn.layers.shapes import fix_last_dim
+from tfp_bnn.layers._shapes import fix_last_dim
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

@@ -10,10 +10,10 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask
 from keras.src.backend.common.masking import set_keras_mask
 
-from tfp_bnn.layers import composite
+from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
-from tfp_bnn.layers.shapes import set_weight_arguments
-from tfp_bnn.layers.shapes import weight_arguments_config
+from tfp_bnn.layers._shapes import set_weight_arguments
+from tfp_bnn.layers._shapes import weight_arguments_config
 
 
 def _dims(shape):
@@ -147,25 +147,25 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
                  activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
                  estimator="reparameterization", posterior=None, prior=None, kl_weight=None,
                  kl_estimator="auto", bayesian_bias=False, seed=None, **kwargs):
-        self.num_heads = composite.positive_int("num_heads", num_heads)
-        self.key_dim = composite.positive_int("key_dim", key_dim)
-        self.value_dim = composite.positive_int("value_dim", value_dim, allow_none=True)
+        self.num_heads = _composite.positive_int("num_heads", num_heads)
+        self.key_dim = _composite.positive_int("key_dim", key_dim)
+        self.value_dim = _composite.positive_int("value_dim", value_dim, allow_none=True)
         self.value_dim = self.value_dim or self.key_dim
         self._value_dim_arg = value_dim
-        self.dropout = composite.dropout_rate("dropout", dropout)
-        self.output_units = composite.positive_int("output_shape", output_shape,
+        self.dropout = _composite.dropout_rate("dropout", dropout)
+        self.output_units = _composite.positive_int("output_shape", output_shape,
                                                    allow_none=True)
         self.estimator = estimator
-        variational = composite.variational_arguments(
+        variational = _composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         set_weight_arguments(self, None, use_bias, kernel_initializer, bias_initializer,
                              kernel_regularizer, bias_regularizer, kernel_constraint,
                              bias_constraint)
-        composite.set_variational_attributes(self, variational)
+        _composite.set_variational_attributes(self, variational)
         self.seed_generator = None
         if self.dropout > 0:
-            self.seed_generator = keras.random.SeedGenerator(composite.sub_seed(self.seed, 4))
+            self.seed_generator = keras.random.SeedGenerator(_composite.sub_seed(self.seed, 4))
         self.query_dense = None
         self.key_dense = None
         self.value_dense = None
@@ -174,7 +174,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def _projection(self, units, index, suffix):
-        return composite.dense_class(self.estimator)(
+        return _composite.dense_class(self.estimator)(
             units,
             use_bias=self.use_bias,
             kernel_initializer=self.kernel_initializer,
@@ -188,7 +188,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
             kl_weight=self._initial_kl_weight,
             kl_estimator=self.kl_estimator,
             bayesian_bias=self.bayesian_bias,
-            seed=composite.sub_seed(self.seed, index),
+            seed=_composite.sub_seed(self.seed, index),
             dtype=self.dtype_policy,
             name=f"{self.name}_{suffix}",
         )
@@ -267,7 +267,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         q = ops.cast(q, "float32") * (1.0 / math.sqrt(self.key_dim))
         scores = ops.einsum("bshk,bthk->bhts", ops.cast(k, "float32"), q)
         probabilities = ops.cast(masked_softmax(scores, mask), v.dtype)
-        dropped = composite.dropout(probabilities, self.dropout, self.seed_generator, training)
+        dropped = _composite.dropout(probabilities, self.dropout, self.seed_generator, training)
         context = ops.einsum("bhts,bshd->bthd", dropped, v)
         shape = tf.shape(context)
         context = tf.reshape(context, tf.concat([shape[:2], [self.num_heads * self.value_dim]], 0))

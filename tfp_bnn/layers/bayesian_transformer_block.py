@@ -6,14 +6,14 @@ import numbers
 import keras
 import tensorflow as tf
 
-from tfp_bnn.layers import composite
+from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_multi_head_attention import check_attention_shapes
 from tfp_bnn.layers.bayesian_multi_head_attention import get_keras_mask
 
-# Sublayer seed slots (times composite.SEED_STRIDE): the attention takes
+# Sublayer seed slots (times _composite.SEED_STRIDE): the attention takes
 # slots 0-4 (four projections and its dropout), then the rest of the block.
 _SEEDS = {"attention": 0, "norm1": 5, "ffn1": 6, "ffn2": 7, "norm2": 8, "dropout": 9}
 
@@ -77,21 +77,21 @@ class BayesianTransformerBlock(keras.layers.Layer):
                  epsilon=1e-3, estimator="reparameterization", posterior=None, prior=None,
                  kl_weight=None, kl_estimator="auto", bayesian_bias=False, seed=None,
                  **kwargs):
-        self.num_heads = composite.positive_int("num_heads", num_heads)
-        self.ff_dim = composite.positive_int("ff_dim", ff_dim)
-        self._key_dim_arg = composite.positive_int("key_dim", key_dim, allow_none=True)
-        self.value_dim = composite.positive_int("value_dim", value_dim, allow_none=True)
-        self.dropout = composite.dropout_rate("dropout", dropout)
+        self.num_heads = _composite.positive_int("num_heads", num_heads)
+        self.ff_dim = _composite.positive_int("ff_dim", ff_dim)
+        self._key_dim_arg = _composite.positive_int("key_dim", key_dim, allow_none=True)
+        self.value_dim = _composite.positive_int("value_dim", value_dim, allow_none=True)
+        self.dropout = _composite.dropout_rate("dropout", dropout)
         if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not (
             math.isfinite(epsilon) and epsilon > 0
         ):
             raise ValueError(f"`epsilon` must be a finite number > 0, got {epsilon!r}.")
         self.epsilon = float(epsilon)
         self.estimator = estimator
-        variational = composite.variational_arguments(
+        variational = _composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)
         super().__init__(**kwargs)
-        composite.set_variational_attributes(self, variational)
+        _composite.set_variational_attributes(self, variational)
         self.key_dim = self._key_dim_arg
         self.seed_generator = None
         if self.dropout > 0:
@@ -105,7 +105,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
         self.supports_masking = True
 
     def _seed(self, part):
-        return composite.sub_seed(self.seed, _SEEDS[part])
+        return _composite.sub_seed(self.seed, _SEEDS[part])
 
     def _variational(self, part):
         return {
@@ -138,7 +138,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
         check_attention_shapes(shape, shape, shape, attention_mask_shape)
         width = shape[-1]
         self.key_dim = self._key_dim_arg or width // self.num_heads
-        dense = composite.dense_class(self.estimator)
+        dense = _composite.dense_class(self.estimator)
         self.attention = BayesianMultiHeadAttention(
             self.num_heads, self.key_dim, value_dim=self.value_dim, dropout=self.dropout,
             output_shape=width, estimator=self.estimator, bayesian_bias=self.bayesian_bias,
@@ -168,10 +168,10 @@ class BayesianTransformerBlock(keras.layers.Layer):
         attended = self.attention(inputs, inputs, query_mask=mask, value_mask=mask,
                                   attention_mask=attention_mask, training=training,
                                   use_causal_mask=use_causal_mask)
-        attended = composite.dropout(attended, self.dropout, self.seed_generator, training)
+        attended = _composite.dropout(attended, self.dropout, self.seed_generator, training)
         z = self.norm1(inputs + tf.cast(attended, inputs.dtype), training=training)
         y = self.ffn2(self.ffn1(z, training=training), training=training)
-        y = composite.dropout(y, self.dropout, self.seed_generator, training)
+        y = _composite.dropout(y, self.dropout, self.seed_generator, training)
         return self.norm2(z + y, training=training)
 
     def compute_output_shape(self, input_shape):

@@ -2,7 +2,7 @@
 
 import keras
 
-from tfp_bnn.layers.conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import BayesianConvBase
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

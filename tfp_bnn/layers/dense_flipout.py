@@ -2,7 +2,7 @@
 
 import keras
 
-from tfp_bnn.layers.dense_base import BayesianDenseBase
+from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

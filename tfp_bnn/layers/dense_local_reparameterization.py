@@ -5,7 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from tfp_bnn import noise
-from tfp_bnn.layers.dense_base import BayesianDenseBase
+from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 
 # Floor on the pre-activation variance: keeps sqrt's gradient finite for an

@@ -8,7 +8,7 @@ import tensorflow as tf
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
 from tfp_bnn.layers.base import _float32_variables
-from tfp_bnn.layers.dense_base import BayesianDenseBase
+from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 # Arguments of other tfp_bnn layers or of TFP's layer that this one replaces.
 _REPLACED = {

@@ -27,7 +27,7 @@ sigma at 0.05 (`scale_init`). The prior is N(prior_mean, prior_stddev^2) per
 node, independent.
 
 Components: outside Monte Carlo prediction row i of a batch uses component
-i mod K. Inside `tfp_bnn.layers.tracing.sample_trace` (inputs tiled S times
+i mod K. Inside `tfp_bnn.layers._tracing.sample_trace` (inputs tiled S times
 sample-major, row s * B + b) row s * B + b uses component s mod K, so a
 prediction over S samples visits every component S / K times and averages
 over components and samples alike. s counts the samples of one traced call
@@ -77,11 +77,11 @@ from tfp_bnn._tfp_names import reject_tfp_arguments
 from tfp_bnn.flows.normalizing_flow import NormalizingFlow
 from tfp_bnn.flows.normalizing_flow import flow_names
 from tfp_bnn.layers.base import _float32_variables
-from tfp_bnn.layers.kl_tracking import KLTracking
-from tfp_bnn.layers.shapes import set_weight_arguments
-from tfp_bnn.layers.shapes import weight_arguments_config
-from tfp_bnn.layers.tracing import flag as _flag
-from tfp_bnn.layers.tracing import sample_context
+from tfp_bnn.layers._kl_tracking import KLTracking
+from tfp_bnn.layers._shapes import set_weight_arguments
+from tfp_bnn.layers._shapes import weight_arguments_config
+from tfp_bnn.layers._tracing import flag as _flag
+from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.posteriors import FlowPosterior
 from tfp_bnn.posteriors import seeded_initializer
 

@@ -3,8 +3,8 @@
 import keras
 
 from tfp_bnn.layers.node_base import NodeLayer
-from tfp_bnn.layers.shapes import Conv2DShapes
-from tfp_bnn.layers.shapes import conv2d_arguments
+from tfp_bnn.layers._shapes import Conv2DShapes
+from tfp_bnn.layers._shapes import conv2d_arguments
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

@@ -3,8 +3,8 @@
 import keras
 
 from tfp_bnn.layers.node_base import NodeLayer
-from tfp_bnn.layers.shapes import DenseShapes
-from tfp_bnn.layers.shapes import check_units
+from tfp_bnn.layers._shapes import DenseShapes
+from tfp_bnn.layers._shapes import check_units
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

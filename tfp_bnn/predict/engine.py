@@ -26,7 +26,7 @@ from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
-from tfp_bnn.layers.tracing import sample_trace
+from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
 from tfp_bnn.predict.limits import MAX_NUM_SAMPLES  # noqa: F401 - part of the engine's API
 from tfp_bnn.predict.limits import check_storage  # noqa: F401 - used by the front ends

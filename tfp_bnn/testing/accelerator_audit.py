@@ -334,7 +334,7 @@ def audit(models=None, xla=True, moments_full=True):
         ValueError: for an unknown model name.
     """
     import zoo  # the zoo builds on tfp_bnn; imported here, not at package import
-    from zoo import transformer_models
+    from zoo.models import transformer as transformer_models
 
     names = zoo.list_models() if models is None else list(models)
     specs = [zoo.get_spec(name) for name in names]  # unknown names fail here

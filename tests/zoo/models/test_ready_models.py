@@ -1,0 +1,464 @@
+"""Tests of zoo.models.ready_models: every registered model builds, trains, saves and says what it is."""
+
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import tfp_bnn
+import zoo
+from tfp_bnn import posteriors
+from tfp_bnn import priors
+from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn.layers import Conv2DFlipout
+from tfp_bnn.layers import DenseFlipout
+from tfp_bnn.layers import DenseReparameterization
+from tfp_bnn.layers import HomoscedasticNoise
+from tfp_bnn.layers import MCDropout
+from tfp_bnn.layers import NodeDense
+from tfp_bnn.losses import GaussianNLL
+from tfp_bnn.losses import MomentGaussianNLL
+from zoo.models import node_bnn
+from zoo.models import ready_models
+
+SHAPES = {"table": (8,), "image": (8, 8, 1), "sequence": (24, 1)}
+NUM_CLASSES = 3
+BATCH = 16
+CASES = [(name, task, kind) for name in zoo.list_models()
+         for task in zoo.get_spec(name).tasks for kind in zoo.get_spec(name).inputs]
+# One input kind per (model, task) for the costlier checks.
+MODEL_TASKS = [(name, task, zoo.get_spec(name).inputs[0]) for name in zoo.list_models()
+               for task in zoo.get_spec(name).tasks]
+MLP_FAMILIES = ["bbb_mlp", "flipout_mlp", "mc_dropout_mlp"]
+
+
+def _id(case):
+    return "-".join(case)
+
+
+def _build(name, task="regression", kind="table", num_train=BATCH, seed=0, **overrides):
+    num_classes = NUM_CLASSES if task == "classification" else None
+    return zoo.build_model(name, SHAPES[kind], task=task, num_classes=num_classes,
+                           num_train=num_train, seed=seed, **overrides)
+
+
+def _data(task, kind, n=BATCH, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, *SHAPES[kind])).astype("float32")
+    if task == "classification":
+        return x, rng.integers(0, NUM_CLASSES, size=n).astype("int32")
+    return x, rng.normal(size=n).astype("float32")
+
+
+def _kl_layers(model):
+    return [layer for layer in tfp_bnn.bayesian_layers(model) if hasattr(layer, "kl_weight")]
+
+
+def _fit_one_step(model, x, y):
+    # KLScheduler only where a layer carries a KL (MC dropout has none).
+    callbacks = [KLScheduler(len(x))] if _kl_layers(model) else []
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    history = model.fit(x, y, batch_size=len(x), epochs=1, verbose=0, shuffle=False,
+                        callbacks=callbacks)
+    assert np.isfinite(history.history["loss"][0])
+    unchanged = [v.path for old, v in zip(before, model.trainable_variables)
+                 if np.array_equal(old, v.numpy())]
+    assert not unchanged, f"one step left {unchanged} unchanged"
+
+
+def _call(model, x):
+    return keras.ops.convert_to_numpy(model(x, training=False))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
+    name, task, kind = case
+    model = _build(name, task, kind)
+    width = NUM_CLASSES if task == "classification" else 2
+    if name == "bayesian_transformer":  # a subclassed model: shapes come from a call
+        x, _ = _data(task, kind, n=3)
+        assert _call(model, x).shape == (3, width)
+    else:
+        assert model.input_shape == (None, *SHAPES[kind])
+        assert model.output_shape == (None, width)
+    if task == "classification":
+        assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
+        assert model.loss.get_config()["from_logits"] is True
+        assert model.get_compile_config()["metrics"] == ["accuracy"]
+    elif name == "bayesian_transformer":
+        assert isinstance(model.loss, MomentGaussianNLL)
+        assert model.loss.mode == "diagonal"
+    else:
+        assert isinstance(model.loss, GaussianNLL)
+    assert isinstance(model.optimizer, keras.optimizers.Adam)
+    assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(
+        3e-3 if name == "bayesian_transformer" else ready_models.LEARNING_RATE)
+
+
+# Every (model, task) on its first input kind; the transformer on both, as its
+# pooling depends on the layout.
+TRAIN_CASES = MODEL_TASKS + [("bayesian_transformer", "regression", "sequence")]
+
+
+@pytest.mark.parametrize("case", TRAIN_CASES, ids=_id)
+def test_trains_one_step_then_round_trips_through_a_keras_file(case, tmp_path):
+    name, task, kind = case
+    model = _build(name, task, kind)
+    x, y = _data(task, kind, seed=1)
+    # Eagerly: tracing the compiled step would take most of this test's time.
+    # The compiled step runs in test_learns_a_sine.
+    model.run_eagerly = True
+    _fit_one_step(model, x, y)
+    stochastic = tfp_bnn.bayesian_layers(model)
+    assert tfp_bnn.set_mean_mode(model) == len(stochastic) > 0
+    expected = _call(model, x)
+    assert expected.shape == (BATCH, NUM_CLASSES if task == "classification" else 2)
+    # Mean mode must be deterministic, or the comparison below proves nothing.
+    np.testing.assert_array_equal(_call(model, x), expected)
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path, safe_mode=True)
+    assert tfp_bnn.is_mean_mode(loaded)
+    assert type(loaded.loss) is type(model.loss)
+    assert len(loaded.weights) == len(model.weights)
+    for old, new in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(new.numpy(), old.numpy(), err_msg=old.path)
+    np.testing.assert_array_equal(_call(loaded, x), expected)
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_seed_fixes_the_initial_weights_and_the_first_sample(name):
+    spec = zoo.get_spec(name)
+    task, kind = spec.tasks[0], spec.inputs[0]
+    x, _ = _data(task, kind)
+    a = _build(name, task, kind, seed=3)
+    first_a = _call(a, x)
+    # A different global state: nothing may depend on it but the seed.
+    keras.utils.set_random_seed(99)
+    b = _build(name, task, kind, seed=3)
+    for va, vb in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(va.numpy(), vb.numpy(), err_msg=va.path)
+    np.testing.assert_array_equal(_call(b, x), first_a)
+    c = _build(name, task, kind, seed=4)
+    randomly_initialised = [(va, vc) for va, vc in zip(a.trainable_weights, c.trainable_weights)
+                            if np.ptp(va.numpy()) > 0]
+    assert randomly_initialised
+    for va, vc in randomly_initialised:
+        assert not np.array_equal(va.numpy(), vc.numpy()), f"{va.path} ignores the seed"
+
+
+@pytest.mark.parametrize("case", MODEL_TASKS, ids=_id)
+def test_kl_weight_is_one_over_num_train(case):
+    name, task, kind = case
+    model = _build(name, task, kind, num_train=927)
+    layers = _kl_layers(model)
+    if name.startswith("mc_dropout"):
+        assert layers == []
+        return
+    assert len(layers) == len(tfp_bnn.bayesian_layers(model)) >= 2
+    for layer in layers:
+        assert float(layer.kl_weight.numpy()) == pytest.approx(1 / 927, rel=1e-6), layer.name
+
+
+def _units(model, kinds):
+    return [layer.units for layer in model.layers if isinstance(layer, kinds)]
+
+
+@pytest.mark.parametrize("family, cls", [("bbb_mlp", DenseReparameterization),
+                                         ("flipout_mlp", DenseFlipout),
+                                         ("mc_dropout_mlp", keras.layers.Dense),
+                                         ("node_bnn", NodeDense)])
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_mlp_widths_follow_the_protocol(family, cls, task):
+    head = [NUM_CLASSES] if task == "classification" else [1]
+    hidden = list(ready_models.REGRESSION_UNITS if task == "regression"
+                  else ready_models.CLASSIFICATION_UNITS)
+    assert hidden == ([50] if task == "regression" else [128, 128])
+    model = _build(family, task, "image")
+    assert _units(model, cls) == hidden + head
+    activations = [layer.activation.__name__ for layer in model.layers if isinstance(layer, cls)]
+    assert activations == ["relu"] * len(hidden) + ["linear"]
+    assert isinstance(model.get_layer("flatten"), keras.layers.Flatten)
+
+
+@pytest.mark.parametrize("name", ["bbb_mlp", "bbb_mlp_heteroscedastic"])
+def test_bbb_uses_reparameterization_a_scale_mixture_prior_and_the_mc_kl(name):
+    model = _build(name)
+    layers = tfp_bnn.bayesian_layers(model)
+    assert len(layers) == 2
+    for layer in layers:
+        assert type(layer) is DenseReparameterization
+        assert isinstance(layer.prior, priors.ScaleMixturePrior)
+        assert (layer.prior.pi, layer.prior.sigma1) == (0.5, 1.0)
+        assert layer.prior.sigma2 == pytest.approx(math.exp(-6.0))
+        assert layer.kl_estimator == "mc"
+        assert isinstance(layer.posterior, posteriors.MeanFieldNormal)
+        assert layer.posterior.rho_init == -5.0
+
+
+@pytest.mark.parametrize("name", ["flipout_mlp", "flipout_mlp_heteroscedastic"])
+def test_flipout_uses_dense_flipout_with_a_standard_normal_prior(name):
+    model = _build(name)
+    layers = tfp_bnn.bayesian_layers(model)
+    assert len(layers) == 2
+    for layer in layers:
+        assert type(layer) is DenseFlipout
+        assert isinstance(layer.prior, priors.NormalPrior)
+        assert (layer.prior.loc, layer.prior.scale) == (0.0, 1.0)
+        assert layer.kl_estimator != "mc"
+        assert isinstance(layer.posterior, posteriors.MeanFieldNormal)
+
+
+@pytest.mark.parametrize("name", ["mc_dropout_mlp", "mc_dropout_mlp_heteroscedastic"])
+@pytest.mark.parametrize("kind", ["table", "image"])
+def test_mc_dropout_drops_before_every_dense_with_gal_weight_decay(name, kind):
+    num_train, rate, length_scale = 927, 0.1, 0.02
+    model = _build(name, "regression", kind, num_train=num_train, rate=rate,
+                   length_scale=length_scale)
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    dropout = [layer for layer in model.layers if isinstance(layer, MCDropout)]
+    assert len(dense) == len(dropout) == 2
+    expected_decay = length_scale**2 * (1 - rate) / (2 * num_train)
+    for drop, layer in zip(dropout, dense):
+        assert layer.input is drop.output, f"{layer.name} is not fed by dropout"
+        assert drop.rate == rate
+        assert layer.kernel_regularizer.get_config()["l2"] == pytest.approx(expected_decay)
+        assert layer.bias_regularizer is None
+    # The inputs are dropped too (after flattening an image).
+    source = model.input if kind == "table" else model.get_layer("flatten").output
+    assert dropout[0].input is source
+    # One L2 term per Dense, no KL.
+    model(np.zeros((1, *SHAPES[kind]), "float32"))
+    assert len(model.losses) == 2
+
+
+def test_mc_dropout_defaults_are_gals():
+    model = _build("mc_dropout_mlp", num_train=1000)
+    assert {layer.rate for layer in tfp_bnn.bayesian_layers(model)} == {0.05}
+    decay = 0.01**2 * (1 - 0.05) / (2 * 1000)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Dense):
+            assert layer.kernel_regularizer.get_config()["l2"] == pytest.approx(decay)
+
+
+@pytest.mark.parametrize("family", MLP_FAMILIES)
+def test_plain_models_end_in_homoscedastic_noise_heteroscedastic_in_two_units(family):
+    plain = _build(family)
+    noise = plain.layers[-1]
+    assert isinstance(noise, HomoscedasticNoise)
+    mean_layer = plain.get_layer("mean")
+    assert noise.input is mean_layer.output and mean_layer.units == 1
+    hetero = _build(family + "_heteroscedastic")
+    assert not [layer for layer in hetero.layers if isinstance(layer, HomoscedasticNoise)]
+    head = hetero.layers[-1]
+    assert head.units == 2 and head.output is hetero.output
+    # The heteroscedastic s depends on x, the plain one does not.
+    tfp_bnn.set_mean_mode(plain)
+    tfp_bnn.set_mean_mode(hetero)
+    x, _ = _data("regression", "table")
+    assert np.ptp(_call(plain, x)[:, 1]) == 0
+    assert np.ptp(_call(hetero, x)[:, 1]) > 0
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_flipout_lenet_is_lenet5_with_flipout_everywhere(task):
+    model = _build("flipout_lenet", task, "image")
+    convs = [layer for layer in model.layers if isinstance(layer, Conv2DFlipout)]
+    assert [layer.filters for layer in convs] == [6, 16]
+    assert all(tuple(layer.kernel_size) == (5, 5) for layer in convs)
+    assert len([l for l in model.layers if isinstance(l, keras.layers.MaxPooling2D)]) == 2
+    head = [NUM_CLASSES] if task == "classification" else [1]
+    assert _units(model, DenseFlipout) == [120, 84] + head
+    assert all(isinstance(layer, (Conv2DFlipout, DenseFlipout))
+               for layer in tfp_bnn.bayesian_layers(model))
+    assert isinstance(model.layers[-1], HomoscedasticNoise) == (task == "regression")
+    # MNIST-sized images fit as well as the 8x8 digits.
+    big = zoo.build_model("flipout_lenet", (28, 28, 1), task=task,
+                          num_classes=NUM_CLASSES if task == "classification" else None,
+                          num_train=10)
+    assert big.output_shape == model.output_shape
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_node_bnn_uses_node_dense_with_flow_posteriors(task):
+    model = _build("node_bnn", task, num_train=100)
+    layers = tfp_bnn.bayesian_layers(model)
+    assert len(layers) == (2 if task == "regression" else 3)
+    tuned = node_bnn.TUNED[("mlp", "flow")]
+    for layer in layers:
+        assert type(layer) is NodeDense
+        assert layer.posterior == "flow" and layer.flows == "planar"
+        assert layer.num_components == node_bnn.NUM_COMPONENTS == 4
+        assert layer.flow_length == node_bnn.FLOW_LENGTH
+        assert layer.prior_stddev == tuned["prior_stddev"]
+        assert layer.entropy_weight == tuned["entropy_weight"]
+
+
+@pytest.mark.parametrize("kind, pooling", [("table", "mean"), ("sequence", "last")])
+def test_bayesian_transformer_is_sampling_free_regression(kind, pooling):
+    assert zoo.get_spec("bayesian_transformer").sampling_free
+    assert zoo.get_spec("bayesian_transformer").tasks == ("regression",)
+    model = _build("bayesian_transformer", "regression", kind)
+    assert model.training_path == "moments" and model.mode == "diagonal"
+    assert model.pooling == pooling and model.num_tokens == SHAPES[kind][0]
+    # No Monte Carlo: in sampling mode too, one pass is the predictive.
+    x, _ = _data("regression", kind)
+    np.testing.assert_array_equal(_call(model, x), _call(model, x))
+
+
+# --- argument errors -------------------------------------------------------------------
+
+def _first_case(name):
+    spec = zoo.get_spec(name)
+    return spec.tasks[0], SHAPES[spec.inputs[0]]
+
+
+@pytest.mark.parametrize("input_shape", [(), (0,), (-3,), (8.0,), (True,), (8, None), None,
+                                         8, "8"])
+def test_bad_input_shape_is_named(input_shape):
+    for name in zoo.list_models():
+        task, _ = _first_case(name)
+        with pytest.raises(ValueError, match="input_shape") as info:
+            zoo.build_model(name, input_shape, task=task,
+                            num_classes=NUM_CLASSES if task == "classification" else None,
+                            num_train=10)
+        assert repr(input_shape) in str(info.value) or repr(tuple(input_shape)) in str(
+            info.value), name
+
+
+@pytest.mark.parametrize("num_train", [None, 0, -5, 2.5, True, "100"])
+def test_bad_num_train_is_named(num_train):
+    for name in zoo.list_models():
+        task, shape = _first_case(name)
+        with pytest.raises(ValueError, match="num_train") as info:
+            zoo.build_model(name, shape, task=task,
+                            num_classes=NUM_CLASSES if task == "classification" else None,
+                            num_train=num_train)
+        assert repr(num_train) in str(info.value), name
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, None, "0"])
+def test_bad_seed_is_named(seed):
+    for name in zoo.list_models():
+        task, shape = _first_case(name)
+        with pytest.raises(ValueError, match="seed") as info:
+            zoo.build_model(name, shape, task=task,
+                            num_classes=NUM_CLASSES if task == "classification" else None,
+                            num_train=10, seed=seed)
+        assert repr(seed) in str(info.value), name
+
+
+@pytest.mark.parametrize("task, num_classes", [("classification", None),
+                                               ("classification", 1),
+                                               ("classification", 3.0),
+                                               ("classification", True),
+                                               ("regression", 3)])
+def test_bad_num_classes_is_named(task, num_classes):
+    names = [n for n in zoo.list_models() if task in zoo.get_spec(n).tasks]
+    assert len(names) >= 5
+    for name in names:
+        shape = SHAPES[zoo.get_spec(name).inputs[0]]
+        with pytest.raises(ValueError, match="num_classes") as info:
+            zoo.build_model(name, shape, task=task, num_classes=num_classes, num_train=10)
+        assert repr(num_classes) in str(info.value), name
+
+
+@pytest.mark.parametrize("input_shape", [(8,), (24, 1), (8, 8), (3, 3, 1), (8, 3, 1)])
+def test_flipout_lenet_needs_images_of_at_least_4x4(input_shape):
+    with pytest.raises(ValueError, match="input_shape") as info:
+        zoo.build_model("flipout_lenet", input_shape, task="classification",
+                        num_classes=NUM_CLASSES, num_train=10)
+    assert "image" in str(info.value)
+
+
+@pytest.mark.parametrize("input_shape", [(8, 8, 1), (24, 2), (4, 4, 4, 1)])
+def test_bayesian_transformer_needs_scalar_tokens(input_shape):
+    with pytest.raises(ValueError, match="input_shape") as info:
+        zoo.build_model("bayesian_transformer", input_shape, num_train=10)
+    assert str(input_shape) in str(info.value)
+
+
+def test_bayesian_transformer_rejects_classification_from_its_builder_too():
+    # The registry refuses the task first; the builder must also refuse it when called directly.
+    with pytest.raises(ValueError, match="task"):
+        zoo.build_model("bayesian_transformer", (8,), task="classification", num_classes=3,
+                        num_train=10)
+    with pytest.raises(ValueError, match="regression"):
+        zoo.get_model("bayesian_transformer")((8,), task="classification", num_classes=3,
+                                              num_train=10)
+
+
+@pytest.mark.parametrize("name, overrides, argument", [
+    ("flipout_mlp", {"hidden_units": (50, 0)}, "hidden_units"),
+    ("flipout_mlp", {"hidden_units": 50}, "hidden_units"),
+    ("flipout_lenet", {"filters": (6, 1.5)}, "filters"),
+    ("flipout_lenet", {"filters": 6}, "filters"),
+    ("bbb_mlp", {"learning_rate": 0.0}, "learning_rate"),
+    ("bbb_mlp", {"learning_rate": float("nan")}, "learning_rate"),
+    ("bbb_mlp", {"learning_rate": None}, "learning_rate"),
+    ("bbb_mlp", {"learning_rate": "fast"}, "learning_rate"),
+    ("bbb_mlp", {"learning_rate": True}, "learning_rate"),
+    ("node_bnn", {"decay_steps": 0}, "decay_steps"),
+    ("mc_dropout_mlp", {"rate": 1.0}, "rate"),
+    ("mc_dropout_mlp", {"length_scale": 0.0}, "length_scale"),
+    ("bayesian_transformer", {"mode": "full"}, "mode"),
+], ids=lambda value: str(value) if not isinstance(value, dict) else "-".join(
+    f"{k}={v!r}" for k, v in value.items()))
+def test_bad_overrides_raise_value_error_naming_them(name, overrides, argument):
+    task = "classification" if name == "flipout_lenet" else "regression"
+    kind = "image" if name == "flipout_lenet" else "table"
+    # Backquoted, as every message of the package names an argument.
+    with pytest.raises(ValueError, match=f"`{argument}`|{argument}="):
+        _build(name, task, kind, **overrides)
+
+
+def test_numpy_integers_are_accepted():
+    model = zoo.build_model("mc_dropout_mlp", np.array([8]), num_train=np.int64(100),
+                            seed=np.int64(1))
+    assert model.input_shape == (None, 8)
+
+
+def test_decay_steps_turns_on_a_cosine_decay_to_a_tenth():
+    model = _build("bbb_mlp", decay_steps=100, learning_rate=0.02)
+    config = model.optimizer.get_config()["learning_rate"]
+    decay = keras.optimizers.schedules.deserialize(config)
+    assert isinstance(decay, keras.optimizers.schedules.CosineDecay)
+    assert float(decay(0)) == pytest.approx(0.02)
+    assert float(decay(100)) == pytest.approx(0.002)
+    assert float(decay(1000)) == pytest.approx(0.002)
+    constant = _build("bbb_mlp", learning_rate=0.02)
+    assert constant.optimizer.get_config()["learning_rate"] == pytest.approx(0.02)
+
+
+# --- learning -----------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mc_dropout_mlp", "flipout_mlp"])
+def test_learns_a_sine(name):
+    """y = sin(x) + N(0, 0.1^2), x ~ U(-3, 3), n = 256.
+
+    The target's s.d. is ~0.69, the best training RMSE ~ sigma = 0.1 (up to
+    sigma / sqrt(2n) ~ 0.004 of sampling error); the best straight line
+    reaches ~0.45. After 400 Adam steps (lr 1e-2, batch 64) the mean-mode
+    fit must be within 2 sigma, i.e. have learned the curve, and the learned
+    noise variance must be below the target's variance (it starts at 1).
+    """
+    n, sigma, steps, batch = 256, 0.1, 400, 64
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-3.0, 3.0, size=(n, 1)).astype("float32")
+    y = (np.sin(x[:, 0]) + sigma * rng.normal(size=n)).astype("float32")
+    model = zoo.build_model(name, (1,), num_train=n, seed=0, learning_rate=1e-2)
+    callbacks = [KLScheduler(n)] if _kl_layers(model) else []
+    # All steps in one epoch: Keras's per-epoch overhead dominates otherwise.
+    repeats = steps * batch // n
+    model.fit(np.tile(x, (repeats, 1)), np.tile(y, repeats), batch_size=batch, epochs=1,
+              shuffle=False, verbose=0, callbacks=callbacks)
+    tfp_bnn.set_mean_mode(model)
+    out = _call(model, x)
+    rmse = float(np.sqrt(np.mean((out[:, 0] - y) ** 2)))
+    line = np.polyval(np.polyfit(x[:, 0], y, 1), x[:, 0])
+    assert float(np.sqrt(np.mean((line - y) ** 2))) > 4 * sigma  # the bar is not trivial
+    assert rmse < 2 * sigma, rmse
+    assert math.exp(float(out[0, 1])) < float(np.var(y))

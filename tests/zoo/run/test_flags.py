@@ -1,0 +1,136 @@
+"""The shared zoo flags: defaults and rejection of bad values."""
+
+import argparse
+import os
+
+import pytest
+
+from tfp_bnn.predict import engine
+from zoo.run import flags
+from zoo.run.flags import add_run_flags
+from zoo.run.flags import check_run_flags
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="test")
+    add_run_flags(parser, 7, 11, "epochs", "seed", "samples")
+    return parser
+
+
+def test_defaults():
+    args = _parser().parse_args([])
+    assert (args.epochs, args.seed, args.samples) == (7, 0, 11)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--epochs", "0"], "--epochs must be a positive int, got 0"),
+    (["--samples", "-1"], "--samples must be a positive int, got -1"),
+    (["--seed", "-3"], "--seed must be a non-negative int, got -3"),
+])
+def test_bad_values_exit_with_a_message(capsys, argv, message):
+    parser = _parser()
+    with pytest.raises(SystemExit) as exit_info:
+        check_run_flags(parser, parser.parse_args(argv))
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_cli_limit_is_the_library_limit():
+    assert flags.MAX_SAMPLES == engine.MAX_NUM_SAMPLES
+
+
+@pytest.mark.parametrize("text", ["0", "-3", str(10**6 + 1), str(2**40), str(2**63), "many"])
+def test_sample_count_refuses(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        flags.sample_count(text)
+
+
+def test_sample_count_accepts_the_limit():
+    assert flags.sample_count(str(10**6)) == 10**6
+
+
+@pytest.mark.parametrize("parse, limit", [
+    (flags.epoch_count, flags.MAX_EPOCHS), (flags.batch_size, flags.MAX_BATCH_SIZE),
+    (flags.thread_count, flags.MAX_THREADS), (flags.split_index, flags.MAX_SPLIT),
+    (flags.seed, 2**32 - 1 - flags.MAX_SPLIT), (flags.seconds, flags.MAX_CHECKPOINT_SECONDS),
+])
+def test_each_limit_is_inclusive(parse, limit):
+    assert parse(str(limit)) == limit
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        parse(str(limit + 1))
+
+
+def test_the_largest_seed_is_one_numpy_takes():
+    import numpy as np  # noqa: PLC0415
+
+    np.random.default_rng(flags.MAX_SEED + flags.MAX_SPLIT)
+    np.random.seed(flags.MAX_SEED + flags.MAX_SPLIT)
+    with pytest.raises(ValueError):
+        np.random.seed(flags.MAX_SEED + flags.MAX_SPLIT + 1)
+
+
+def test_overrides_parse_json_or_a_plain_string():
+    assert flags.parse_override("hidden_units=[100, 50]") == ("hidden_units", (100, 50))
+    assert flags.parse_override("posterior=gaussian") == ("posterior", "gaussian")
+    assert flags.parse_override("hidden_units=[[[[8]]]]") == ("hidden_units", ([[[8]]],))
+
+
+def test_one_line_parser_prints_one_line(capsys):
+    parser = flags.OneLineParser(prog="prog")
+    parser.add_argument("--n", type=flags.epoch_count)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--n", "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == ("prog: error: argument --n: must be a positive int, "
+                                       "got 0 (see prog --help)\n")
+
+
+def _report_parser():
+    return flags.OneLineParser(prog="python -m zoo.x")
+
+
+def test_a_report_never_overwrites_a_file(tmp_path, capsys):
+    out = tmp_path / "report.md"
+    out.write_text("mine")
+    with pytest.raises(SystemExit):
+        flags.reserve_report(_report_parser(), str(out))
+    assert "already exists; the zoo never overwrites" in capsys.readouterr().err
+    assert out.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "report.md"]
+
+
+def test_a_report_is_reserved_then_published(tmp_path, capsys):
+    out = tmp_path / "report.md"
+    partial = flags.reserve_report(_report_parser(), str(out))
+    assert os.path.exists(partial) and not out.exists()
+    with pytest.raises(SystemExit):  # a second run on the same --out, meanwhile
+        flags.reserve_report(_report_parser(), str(out))
+    assert "report.md.partial exists" in capsys.readouterr().err
+    flags.publish_report(partial, str(out), "table\n")
+    flags.discard_report(partial)
+    assert out.read_text() == "table\n" and not os.path.exists(partial)
+
+
+def test_a_file_that_appears_during_the_run_is_kept(tmp_path):
+    out = tmp_path / "report.md"
+    partial = flags.reserve_report(_report_parser(), str(out))
+    out.write_text("written by the user while the run trained")
+    with pytest.raises(FileExistsError):
+        flags.publish_report(partial, str(out), "table\n")
+    flags.discard_report(partial)
+    assert out.read_text() == "written by the user while the run trained"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+@pytest.mark.parametrize("module", ["covariate_shift", "node_bnn_tuning",
+                                    "transformer_compare"])
+def test_report_commands_refuse_an_existing_out_before_training(module, tmp_path, capsys):
+    import importlib  # noqa: PLC0415
+
+    out = tmp_path / "report.md"
+    out.write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"zoo.experiments.{module}").main(["--epochs", "1", "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_text() == "mine"

@@ -1,0 +1,401 @@
+"""A hostile user's run directories: the zoo never loses or half-writes a file.
+
+Every case ends in one line on stderr and exit code 2 (or a one-line
+ValueError), and the files the user had are unchanged byte for byte.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import resource
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfp_bnn
+from zoo import cli
+from zoo.run import datasets
+from zoo.models import registry
+from zoo.run import run_dir
+from zoo.run import fingerprint as run_fingerprint
+from zoo.run import runner
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+YACHT = REPO_ROOT / "tfp_bnn" / "data" / "uci_sets" / "yacht"
+PROG = "python -m zoo train: error:"
+
+
+def _threads():
+    # The fingerprint holds TensorFlow's thread settings; every command here
+    # asks for the ones this process already runs with.
+    return str(run_fingerprint.threads()["intra_op"])
+
+
+def _argv(out, *extra, epochs=2, dataset="yacht"):
+    return ["train", "bbb_mlp", "--dataset", str(dataset), "--epochs", str(epochs), "--quiet",
+            "--samples", "5", "--checkpoint-seconds", "0", "--threads", _threads(),
+            "--out", str(out), *extra]
+
+
+def _main(argv, capsys):
+    """(exit code, stdout, the stderr lines) of `python -m zoo ...` run in-process."""
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, [line for line in captured.err.splitlines() if line.strip()]
+
+
+def _refused(argv, capsys, message, command="train"):
+    code, _, lines = _main(argv, capsys)
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith(f"python -m zoo {command}: error:"), lines
+    assert message in lines[0], lines
+    return lines[0]
+
+
+def _snapshot(root):
+    """Every path under `root` (dotfiles too) -> its bytes, or None for a directory."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+def _state(out):
+    return json.loads((out / ".backup" / "state.json").read_text())
+
+
+class _InterruptAtEpoch2(runner.DivergenceGuard):
+    """The runner's guard, plus a Ctrl-C as the second epoch begins."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+
+def _interrupted(out, capsys, *extra, dataset="yacht"):
+    """A run killed after its first epoch's checkpoint; 3 epochs planned."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "DivergenceGuard", _InterruptAtEpoch2)
+        code, _, lines = _main(_argv(out, *extra, epochs=3, dataset=dataset), capsys)
+    assert code == 130, lines
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run"] and _state(out)["epoch"] == 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert cli.main(_argv(out)) == 0
+    return out
+
+
+# --- user files are never replaced ------------------------------------------
+
+def _user_file(name):
+    def make(out):
+        (out / name).write_bytes(b"the user's own " + name.encode() + b"\x00\xff")
+    return make
+
+
+def _user_saved_model(out):
+    (out / "saved_model" / "variables").mkdir(parents=True)
+    (out / "saved_model" / "saved_model.pb").write_bytes(b"my own export")
+    (out / "saved_model" / "variables" / "v.index").write_bytes(b"weights")
+
+
+@pytest.mark.parametrize("make", [
+    _user_file("model.keras"), _user_file("config.json"), _user_file("history.json"),
+    _user_file("training.png"), _user_file("last_good.keras"), _user_saved_model,
+    _user_file(".backup")], ids=["model.keras", "config.json", "history.json", "training.png",
+                                 "last_good.keras", "saved_model_dir", "dot_backup_file"])
+def test_user_files_with_artifact_names_are_refused_untouched(make, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    make(out)
+    before = _snapshot(out)
+    _refused(_argv(out), capsys, "not empty and not a zoo run directory")
+    assert _snapshot(out) == before
+
+
+def test_a_file_the_marker_does_not_list_is_never_replaced(tmp_path, capsys):
+    out = _interrupted(tmp_path / "run", capsys)
+    (out / "model.keras").write_bytes(b"put here by the user between the two runs")
+    before = _snapshot(out)
+    _refused(_argv(out, epochs=3), capsys, "holds files the zoo did not write (['model.keras'])")
+    assert _snapshot(out) == before
+
+
+def test_a_file_dropped_in_during_the_run_is_not_replaced_at_publish(tmp_path, capsys):
+    out = tmp_path / "run"
+
+    class DropsAFile(runner.DivergenceGuard):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            (out / "config.json").write_text("the user's notes")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "DivergenceGuard", DropsAFile)
+        _refused(_argv(out, epochs=1), capsys, "was not written by the zoo; refusing to replace")
+    assert (out / "config.json").read_text() == "the user's notes"
+    assert not (out / "results.json").exists() and not (out / ".staging").exists()
+    assert _state(out)["epoch"] == 1  # the checkpoint stays for a rerun
+
+
+def test_a_damaged_marker_is_refused(tmp_path, capsys):
+    out = _interrupted(tmp_path / "run", capsys)
+    (out / run_dir.MARKER).write_text("null")
+    before = _snapshot(out)
+    _refused(_argv(out, epochs=3), capsys, ".zoo-run is damaged")
+    assert _snapshot(out) == before
+
+
+def test_a_finished_run_is_refused_untouched(finished, capsys):
+    before = _snapshot(finished)
+    _refused(_argv(finished), capsys, "already holds a finished run")
+    assert _snapshot(finished) == before
+
+
+def test_an_empty_existing_directory_is_taken_and_marked(finished, tmp_path):
+    listed = json.loads((finished / run_dir.MARKER).read_text())
+    assert listed["created_by"] == "python -m zoo train"
+    assert sorted(listed["files"]) == sorted(p.name for p in finished.iterdir()
+                                             if p.name != run_dir.MARKER)
+    assert not (finished / run_dir.LOCK).exists()
+
+
+# --- one process at a time --------------------------------------------------
+
+def test_a_second_train_is_locked_out_and_touches_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = run_dir.claim(out)  # what a running `train` holds
+    try:
+        before = _snapshot(out)
+        line = _refused(_argv(out), capsys, "is in use by another `python -m zoo train`")
+        assert f"(pid {os.getpid()})" in line
+        assert _snapshot(out) == before
+    finally:
+        holder.release()
+    assert not (out / run_dir.LOCK).exists()
+
+
+def test_the_lock_is_refused_at_claim_time_too(tmp_path):
+    out = tmp_path / "run"
+    holder = run_dir.claim(out)
+    try:
+        with pytest.raises(ValueError, match=rf"in use by .*\(pid {os.getpid()}\)"):
+            run_dir.claim(out)
+    finally:
+        holder.release()
+
+
+def test_resume_with_the_marker_and_a_stale_lock_file_finishes(tmp_path, capsys):
+    out = _interrupted(tmp_path / "run", capsys)
+    # A SIGKILLed run leaves its lock file; the kernel released the lock.
+    (out / run_dir.LOCK).write_text("999999\n")
+    code, stdout, lines = _main(_argv(out, epochs=3), capsys)
+    assert code == 0, lines
+    assert "resuming from the checkpoint after epoch 1" in stdout
+    assert len(json.loads((out / "history.json").read_text())["loss"]) == 3
+    assert not (out / ".backup").exists() and not (out / run_dir.LOCK).exists()
+
+
+# --- a checkpoint resumes only what made it ---------------------------------
+
+def test_changed_data_file_is_refused(tmp_path, capsys):
+    data = tmp_path / "yacht"
+    shutil.copytree(YACHT, data)
+    out = _interrupted(tmp_path / "run", capsys, dataset=data)
+    rows = (data / "data.txt").read_text().splitlines()
+    rows[0] = rows[0].replace("0.11", "0.12")
+    (data / "data.txt").write_text("\n".join(rows) + "\n")
+    before = _snapshot(out)
+    line = _refused(_argv(out, epochs=3, dataset=data), capsys,
+                    "was made with other data/arguments (differs in: data)")
+    assert f"delete {out / '.backup'}" in line
+    assert _snapshot(out) == before
+
+
+def test_changed_threads_are_refused(tmp_path, capsys, monkeypatch):
+    out = _interrupted(tmp_path / "run", capsys)
+    before = _snapshot(out)
+    # As another --threads would leave TensorFlow (it cannot change in-process).
+    monkeypatch.setattr(run_fingerprint, "threads", lambda: {"intra_op": 7, "inter_op": 7})
+    _refused(_argv(out, epochs=3), capsys, "(differs in: threads (")
+    assert _snapshot(out) == before
+
+
+def test_changed_set_override_is_refused(tmp_path, capsys):
+    out = _interrupted(tmp_path / "run", capsys)
+    before = _snapshot(out)
+    _refused(_argv(out, "--set", "hidden_units=[8]", epochs=3), capsys,
+             "(differs in: overrides ({} then, {'hidden_units': [8]} now))")
+    assert _snapshot(out) == before
+
+
+def test_the_fingerprint_holds_data_threads_and_versions():
+    task = datasets.load("yacht")
+    fingerprint = run_fingerprint.fingerprint({"model": "m", "num_samples": 5}, task)
+    assert fingerprint["data"] == run_fingerprint.data_digest(task)
+    assert fingerprint["versions"]["tfp_bnn"] == tfp_bnn.__version__
+    assert set(fingerprint["threads"]) == {"intra_op", "inter_op"}
+    assert "num_samples" not in fingerprint
+    task.x_test[0, 0] += 1.0
+    assert run_fingerprint.data_digest(task) != fingerprint["data"]
+
+
+# --- writes that fail -------------------------------------------------------
+
+def _limited_train(out, limit_bytes, epochs):
+    """`python -m zoo train` in a process that cannot write files above `limit_bytes`."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-m", "zoo", *_argv(out, epochs=epochs)],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+                            preexec_fn=limit)
+    assert result.returncode == 2, result.stderr[-3000:]  # a segfault would be -11
+    assert "Traceback" not in result.stderr and "Segmentation" not in result.stderr
+    ours = [line for line in result.stderr.splitlines() if line.startswith("python -m zoo")]
+    assert len(ours) == 1, result.stderr[-3000:]
+    return ours[0]
+
+
+def _loads_into_a_fresh_model(out):
+    state = _state(out)
+    fresh = registry.build_model("bbb_mlp", (6,), num_train=277, seed=0, decay_steps=3 * 9)
+    fresh.optimizer.build(fresh.trainable_variables)
+    fresh.load_weights(out / ".backup" / state["weights"])
+    assert all(np.all(np.isfinite(np.asarray(w))) for w in fresh.weights)
+
+
+@pytest.mark.slow
+def test_disk_full_during_a_checkpoint_keeps_the_last_one(tmp_path, capsys):
+    out = _interrupted(tmp_path / "run", capsys)
+    # A checkpoint of bbb_mlp is ~35 KB: at 16 KB per file every save fails.
+    line = _limited_train(out, 16 * 1024, epochs=3)
+    assert "Cannot write the checkpoint of epoch 2: File too large" in line
+    assert "the last complete checkpoint" in line
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run"]
+    assert _state(out)["epoch"] == 1
+    assert sorted(os.listdir(out / ".backup")) == ["epoch-1.weights.h5", "state.json"]
+    _loads_into_a_fresh_model(out)
+    code, stdout, lines = _main(_argv(out, epochs=3), capsys)  # space freed: resumes
+    assert code == 0, lines
+    assert "resuming from the checkpoint after epoch 1" in stdout
+    assert (out / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_disk_full_during_the_final_export_leaves_no_artifact(tmp_path, capsys):
+    out = tmp_path / "run"
+    # 96 KB: the checkpoints (~35 KB), plots and model.keras fit; the
+    # SavedModel's graph (~150 KB) does not.
+    line = _limited_train(out, 96 * 1024, epochs=2)
+    assert "File too large" in line
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run"]
+    assert _state(out)["epoch"] == 2
+    code, _, lines = _main(_argv(out, epochs=2), capsys)
+    assert code == 0, lines
+    assert (out / "results.json").exists() and (out / "saved_model").is_dir()
+
+
+def _permissions_enforced(tmp_path):
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    probe.chmod(0o500)
+    try:
+        (probe / "x").write_text("x")
+    except PermissionError:
+        return True
+    finally:
+        probe.chmod(0o700)
+    return False  # root with CAP_DAC_OVERRIDE ignores permissions
+
+
+@pytest.mark.parametrize("where", [".backup", "."])
+def test_permission_lost_mid_run_is_one_line_and_resumable(where, tmp_path, capsys):
+    if not _permissions_enforced(tmp_path):
+        pytest.skip("this user ignores file permissions (root)")
+    out = tmp_path / "run"
+
+    class RevokesWriting(runner.DivergenceGuard):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            if epoch == 1:  # after the first checkpoint, before the second
+                (out / where).chmod(0o500)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner, "DivergenceGuard", RevokesWriting)
+            _refused(_argv(out, epochs=3), capsys, "Permission denied")
+    finally:
+        (out / where).chmod(0o755)
+    assert not (out / "results.json").exists()
+    epoch = _state(out)["epoch"]
+    assert epoch == (1 if where == ".backup" else 3)
+    code, stdout, lines = _main(_argv(out, epochs=3), capsys)
+    assert code == 0, lines
+    assert (out / "results.json").exists()
+
+
+# --- scoring that overflows -------------------------------------------------
+
+def _overflowing(monkeypatch, y_scale):
+    """datasets.load giving test inputs just below float32's limit and targets in units
+    `y_scale` (finite data whose predictions in the data's units overflow)."""
+    load = datasets.load
+
+    def overflowing(*args, **kwargs):
+        task = load(*args, **kwargs)
+        x_test = task.x_test * np.float32(1e38 / (1 + np.abs(task.x_test).max()))
+        return dataclasses.replace(task, x_test=x_test, y_scale=y_scale)
+
+    monkeypatch.setattr(datasets, "load", overflowing)
+
+
+def test_non_finite_test_metrics_are_refused_and_leave_nothing(tmp_path, capsys, monkeypatch):
+    _overflowing(monkeypatch, 1e140)
+    out = tmp_path / "run"
+    line = _refused(_argv(out, epochs=1), capsys,
+                    "Scoring the trained model on the test data of 'yacht' overflowed: the "
+                    "metrics are not finite (")
+    assert "rmse inf" in line and "log_likelihood nan" in line
+    assert not out.exists()  # it created the directory: nothing of it is left
+
+
+def test_a_prediction_that_cannot_be_rescaled_keeps_no_checkpoint(tmp_path, capsys,
+                                                                  monkeypatch):
+    _overflowing(monkeypatch, 1e200)
+    out = tmp_path / "mine"
+    out.mkdir()
+    _refused(_argv(out, epochs=1), capsys, "Removed the checkpoint; no results were written")
+    assert os.listdir(out) == []  # as it was: no .backup to resume into the same failure
+
+
+# --- evaluate on damaged run files ------------------------------------------
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("config.json", "null", "config.json is not a zoo run configuration (a JSON NoneType"),
+    ("config.json", "[1, 2]", "config.json is not a zoo run configuration (a JSON list"),
+    ("config.json", {"split": "x"}, "config.json is damaged: split is 'x'"),
+    ("config.json", {"num_samples": 10**7}, "config.json is damaged: num_samples is 10000000"),
+    ("results.json", "null", "results.json is not a zoo run's results (a JSON NoneType"),
+    ("results.json", "[]", "results.json is not a zoo run's results (a JSON list"),
+    ("results.json", {"rmse": "high"}, "results.json is damaged: rmse must be numbers"),
+], ids=["config_null", "config_list", "config_split_str", "config_num_samples_huge",
+        "results_null", "results_list", "results_rmse_str"])
+def test_evaluate_names_the_damaged_file(name, damage, message, finished, tmp_path, capsys):
+    run = tmp_path / "copy"
+    shutil.copytree(finished, run)
+    if isinstance(damage, dict):
+        damage = json.dumps(dict(json.loads((run / name).read_text()), **damage))
+    (run / name).write_text(damage)
+    before = _snapshot(run)
+    line = _refused(["evaluate", str(run)], capsys, message, command="evaluate")
+    assert str(run / name) in line
+    assert _snapshot(run) == before

@@ -1,0 +1,127 @@
+"""The one copy of tfp_bnn's argument checks (Keras keeps its own in `argument_validation`).
+
+Every check takes the argument's name first, returns the value converted to a plain Python
+type, and raises one `ValueError` that names the argument, says what it must be and shows what
+it got. The library, the zoo and the CLI call these; no module keeps a private copy.
+
+Example:
+>>> from tfp_bnn import _validation as check
+>>> check.integer("units", 8)
+8
+>>> check.number("rate", 0.1, low=0.0, high=1.0, high_open=True)
+0.1
+>>> check.integer("units", 0)
+Traceback (most recent call last):
+...
+ValueError: `units` must be a positive int, got 0.
+"""
+
+import math
+import numbers
+import operator
+
+
+def _int_kind(minimum, maximum):
+    if maximum is not None and minimum is not None:
+        return f"an int in {minimum}..{maximum:,}"
+    if minimum == 1:
+        return "a positive int"
+    if minimum == 0:
+        return "a non-negative int"
+    return "an int" if minimum is None else f"an int >= {minimum}"
+
+
+def integer(name, value, minimum=1, maximum=None, allow_none=False):
+    """`value` as a Python int in [minimum, maximum], or ValueError naming `name`.
+
+    Accepts Python and NumPy integers (anything with `__index__`), never a bool or a float.
+    `None` passes through when `allow_none`.
+    """
+    if value is None and allow_none:
+        return None
+    kind = _int_kind(minimum, maximum)
+    if isinstance(value, bool):
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+    try:
+        result = operator.index(value)
+    except TypeError:
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}.") from None
+    if minimum is not None and result < minimum:
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+    if maximum is not None and result > maximum:
+        if minimum is not None:
+            raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+        raise ValueError(f"`{name}` must be at most {maximum:,}, got {value!r}.")
+    return int(result)
+
+
+def integers(name, values, minimum=1):
+    """`values` (an int or a sequence of ints) as a tuple of ints >= minimum."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        values = (values,)
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"`{name}` must hold at least one int, got ().")
+    return tuple(integer(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values))
+
+
+def seed(value, name="seed"):
+    """A seed as a Python int >= 0 (what `np.random.default_rng` and Keras accept)."""
+    return integer(name, value, minimum=0)
+
+
+def _bound_text(low, high, low_open, high_open):
+    if low is not None and high is not None:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        return f"a number in {left}{low}, {high}{right}"
+    if low is not None:
+        return f"a finite number {'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        return f"a finite number {'<' if high_open else '<='} {high}"
+    return "a finite number"
+
+
+def number(name, value, low=None, high=None, low_open=False, high_open=False, allow_none=False):
+    """`value` as a finite Python float within the bounds, or ValueError naming `name`.
+
+    `low_open` / `high_open` make the bound strict: `number("rate", p, 0, 1, high_open=True)`
+    is p in [0, 1).
+    """
+    if value is None and allow_none:
+        return None
+    text = _bound_text(low, high, low_open, high_open)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"`{name}` must be {text}, got {value!r}.")
+    result = float(value)
+    ok = math.isfinite(result)
+    if ok and low is not None:
+        ok = result > low if low_open else result >= low
+    if ok and high is not None:
+        ok = result < high if high_open else result <= high
+    if not ok:
+        raise ValueError(f"`{name}` must be {text}, got {value!r}.")
+    return result
+
+
+def positive(name, value, allow_none=False):
+    """A finite float > 0."""
+    return number(name, value, low=0.0, low_open=True, allow_none=allow_none)
+
+
+def one_of(name, value, options):
+    """`value` if it is among `options`, else ValueError listing them."""
+    try:
+        found = value in options
+    except TypeError:  # an unhashable value against a set or dict
+        found = False
+    if not found:
+        shown = sorted(options) if isinstance(options, (set, frozenset, dict)) else list(options)
+        raise ValueError(f"`{name}` must be one of {shown}, got {value!r}.")
+    return value
+
+
+def boolean(name, value):
+    """`value` if it is a bool (or a NumPy bool), else ValueError."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+    return bool(value)

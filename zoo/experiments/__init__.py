@@ -1,0 +1,1 @@
+"""The paper protocols (main job, UCI benchmark, covariate shift, tuning, comparisons)."""

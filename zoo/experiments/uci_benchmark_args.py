@@ -1,0 +1,38 @@
+"""The arguments of `python -m zoo benchmark uci`, read without TensorFlow.
+
+The parser lives apart from `zoo.experiments.uci_benchmark` so that a mistyped flag is
+one line on stderr at once, before TensorFlow starts; the model name is
+checked against the registry afterwards (`zoo.experiments.uci_benchmark.main`).
+"""
+
+from zoo.run import flags
+
+
+def build_parser():
+    """The `benchmark` argument parser (argv starts with the suite, "uci")."""
+    parser = flags.OneLineParser(
+        prog="python -m zoo benchmark",
+        description="UCI regression benchmark: train and score a model on every standard "
+                    "split, then print it against the published results.")
+    parser.add_argument("suite", choices=["uci"], help="benchmark suite")
+    parser.add_argument("--dataset", required=True,
+                        help="directory in the UCI layout (data.txt, index_*.txt), e.g. "
+                             "../shared/data/uci/yacht, or a packaged table's name")
+    parser.add_argument("--model", required=True,
+                        help="a regression model of `python -m zoo list`, or 'best' for the "
+                             "dataset's chosen model")
+    parser.add_argument("--splits", type=flags.split_count, default=None,
+                        help="run the first N splits (default: all, 5 for protein)")
+    parser.add_argument("--epochs", type=flags.epoch_count, default=None,
+                        help=f"override the chosen number of epochs (at most "
+                             f"{flags.MAX_EPOCHS:,})")
+    parser.add_argument("--seed", type=flags.seed, default=0,
+                        help="split k uses seed + k")
+    parser.add_argument("--samples", type=flags.sample_count, default=100,
+                        help="Monte Carlo samples T of the test predictive (default 100)")
+    parser.add_argument("--validation", action="store_true",
+                        help="score on the last 20%% of each split's training rows instead "
+                             "of its test rows (how the settings were chosen; default 2 splits)")
+    parser.add_argument("--out", default=None,
+                        help="write the result as JSON to this new file (never overwritten)")
+    return parser

@@ -1,0 +1,164 @@
+"""The registry of ready models: names, what each is, and which paper it follows.
+
+Example:
+>>> import zoo
+>>> zoo.list_models()[:3]
+['bayesian_transformer', 'bbb_mlp', 'bbb_mlp_heteroscedastic']
+>>> model = zoo.build_model("flipout_mlp", input_shape=(8,), num_train=927)
+>>> model = zoo.build_model("flipout_lenet", (8, 8, 1), task="classification",
+...                         num_classes=10, num_train=1438)
+"""
+
+import dataclasses
+import difflib
+import functools
+import inspect
+
+from zoo.models import ready_models
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One ready model.
+
+    Attributes:
+        name: registry name.
+        builder: callable(input_shape, task, num_classes, num_train, seed,
+            **overrides) -> compiled keras.Model.
+        tasks: the tasks it supports ("regression", "classification").
+        inputs: the input layouts it reads ("table", "image", "sequence").
+        summary: one line for `python -m zoo list`.
+        paper: the paper its defaults follow.
+        sampling_free: True when, with its defaults, one deterministic pass gives the
+            predictive distribution (no Monte Carlo needed).
+    """
+
+    name: str
+    builder: object
+    tasks: tuple
+    inputs: tuple
+    summary: str
+    paper: str
+    sampling_free: bool = False
+
+
+_ALL_INPUTS = ("table", "image", "sequence")
+_BOTH = ("regression", "classification")
+
+
+def _variant(function, **fixed):
+    return functools.partial(function, **fixed)
+
+
+_SPECS = (
+    ModelSpec("bbb_mlp", _variant(ready_models.bbb_mlp, heteroscedastic=False), _BOTH,
+              _ALL_INPUTS, "Bayes by Backprop MLP, scale-mixture prior, learned noise",
+              "Blundell et al. 2015, Weight Uncertainty in Neural Networks (ICML)"),
+    ModelSpec("bbb_mlp_heteroscedastic", _variant(ready_models.bbb_mlp, heteroscedastic=True),
+              ("regression",), _ALL_INPUTS,
+              "Bayes by Backprop MLP predicting its noise variance per input",
+              "Blundell et al. 2015; Kendall and Gal 2017 (NeurIPS)"),
+    ModelSpec("flipout_mlp", _variant(ready_models.flipout_mlp, heteroscedastic=False), _BOTH,
+              _ALL_INPUTS, "Flipout MLP, N(0, 1) prior, closed-form KL, learned noise",
+              "Wen et al. 2018, Flipout (ICLR)"),
+    ModelSpec("flipout_mlp_heteroscedastic",
+              _variant(ready_models.flipout_mlp, heteroscedastic=True), ("regression",),
+              _ALL_INPUTS, "Flipout MLP predicting its noise variance per input",
+              "Wen et al. 2018; Kendall and Gal 2017"),
+    ModelSpec("mc_dropout_mlp", _variant(ready_models.mc_dropout_mlp, heteroscedastic=False),
+              _BOTH, _ALL_INPUTS, "MC dropout MLP (p = 0.05, l = 0.01), learned noise",
+              "Gal and Ghahramani 2016, Dropout as a Bayesian Approximation (ICML)"),
+    ModelSpec("mc_dropout_mlp_heteroscedastic",
+              _variant(ready_models.mc_dropout_mlp, heteroscedastic=True), ("regression",),
+              _ALL_INPUTS, "MC dropout MLP predicting its noise variance per input",
+              "Gal and Ghahramani 2016; Kendall and Gal 2017"),
+    ModelSpec("flipout_lenet", _variant(ready_models.flipout_lenet, heteroscedastic=False),
+              _BOTH, ("image",), "LeNet-5 CNN with Flipout in every layer",
+              "LeCun et al. 1998 (LeNet-5); Wen et al. 2018"),
+    ModelSpec("node_bnn", _variant(ready_models.node_bnn_mlp, posterior="flow"), _BOTH,
+              _ALL_INPUTS, "node-based BNN MLP, planar-flow node posteriors (K = 4)",
+              "Trinh et al. 2022, Tackling covariate shift with node-based BNNs (ICML)"),
+    ModelSpec("bayesian_transformer", ready_models.bayesian_transformer, ("regression",),
+              ("table", "sequence"),
+              "Bayesian transformer block trained by moment propagation (no sampling)",
+              "seed 000: sampling-free Bayesian transformer (Gaussian ELBO)",
+              sampling_free=True),
+)
+SPECS = {spec.name: spec for spec in _SPECS}
+MODELS = {spec.name: spec.builder for spec in _SPECS}
+
+
+def list_models():
+    """Names of the registered models, sorted."""
+    return sorted(SPECS)
+
+
+def get_spec(name) -> ModelSpec:
+    """The `ModelSpec` registered under `name`.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+    """
+    if not isinstance(name, str) or name not in SPECS:
+        close = difflib.get_close_matches(name, SPECS, n=1) if isinstance(name, str) else []
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.{hint}")
+    return SPECS[name]
+
+
+def get_model(name):
+    """The builder function registered under `name` (see `build_model`)."""
+    return get_spec(name).builder
+
+
+def check_overrides(name, overrides):
+    """Raises ValueError unless `overrides` are builder arguments of model `name`.
+
+    The arguments `build_model` sets itself (input_shape, task, num_classes,
+    num_train, seed) and those its variant fixes (heteroscedastic, a
+    node_bnn's posterior) are not overrides; the message lists the accepted
+    ones. Values are the builder's to check.
+    """
+    spec = get_spec(name)
+    accepted = set(inspect.signature(spec.builder).parameters) - {
+        "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
+        *getattr(spec.builder, "keywords", {})}
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        raise ValueError(f"Model {name!r} has no argument {unknown[0]!r}; its arguments: "
+                         f"{sorted(accepted)}.")
+
+
+def build_model(name, input_shape, task="regression", num_classes=None, num_train=None,
+                seed=0, **overrides):
+    """Builds and compiles the ready model `name` for one input shape and task.
+
+    Args:
+        name: a name from `list_models()`.
+        input_shape: shape of one example, e.g. (8,) or (8, 8, 1).
+        task: "regression" (outputs [mean, log variance] of a standardised
+            target) or "classification" (logits).
+        num_classes: number of classes, for classification.
+        num_train: N, the training-set size (kl_weight = 1/N).
+        seed: int >= 0: initial weights and weight noise.
+        **overrides: builder arguments (hidden_units, learning_rate,
+            decay_steps, rate, ...); see `zoo.models.ready_models`.
+
+    Returns:
+        A compiled `keras.Model`.
+
+    Raises:
+        ValueError: unknown model (listing the known ones), unknown task or
+            one the model does not support, or an override the builder does
+            not take; the builders name any invalid value.
+    """
+    spec = get_spec(name)
+    if task not in ready_models.TASKS:
+        raise ValueError(f"Unknown task {task!r}; `task` must be one of "
+                         f"{list(ready_models.TASKS)}.")
+    if task not in spec.tasks:
+        raise ValueError(f"Model {name!r} does not support task {task!r}; it supports "
+                         f"{list(spec.tasks)}.")
+    check_overrides(name, overrides)
+    return spec.builder(input_shape, task=task, num_classes=num_classes, num_train=num_train,
+                        seed=seed, **overrides)

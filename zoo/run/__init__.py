@@ -1,0 +1,1 @@
+"""The run machinery: one train -> predict -> score routine, datasets, distribution, plots."""
