@@ -75,21 +75,6 @@ def test_export_helper_writes_both_endpoints(tmp_path):
     assert not np.allclose(s1, s2) and not np.allclose(s1, expected)
 
 
-def test_export_helper_refuses_to_overwrite(tmp_path):
-    model = _model()
-    (tmp_path / "taken").mkdir()
-    (tmp_path / "taken" / "keep.txt").write_text("user data")
-    with pytest.raises(ValueError, match="already exists"):
-        export_saved_model(model, tmp_path / "taken")
-    assert (tmp_path / "taken" / "keep.txt").read_text() == "user data"
-
-
-def test_export_helper_needs_a_built_model(tmp_path):
-    model = keras.Sequential([DenseFlipout(2, kl_weight=0.1)])
-    with pytest.raises(ValueError, match="not built"):
-        export_saved_model(model, tmp_path / "x")
-
-
 # -- export_predictive: the Monte Carlo predictive as a serving signature ------
 
 def _regression_model():
@@ -188,26 +173,3 @@ def test_predictive_rejects_zero_samples_at_call_time(tmp_path):
     x = np.zeros((2, 4), "float32")
     with pytest.raises(tf.errors.InvalidArgumentError, match="num_samples must be >= 1"):
         served.serve(x, tf.constant(0))
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"task": "ranking"}, "task"),
-        ({"task": "classification", "output": "mean"}, "output"),
-        ({"output": "logits"}, "output"),
-        ({"noise_variance": 1.0}, "noise_variance"),
-        ({"output": "mean", "noise_variance": 0.0}, "noise_variance"),
-        ({"samples_per_call": 0}, "samples_per_call"),
-    ],
-)
-def test_predictive_bad_arguments(tmp_path, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        tfp_bnn.export.export_predictive(_regression_model(), tmp_path / "p", **kwargs)
-    assert not (tmp_path / "p").exists()
-
-
-def test_predictive_refuses_existing_path(tmp_path):
-    (tmp_path / "p").mkdir()
-    with pytest.raises(ValueError, match="already exists"):
-        tfp_bnn.export.export_predictive(_regression_model(), tmp_path / "p")

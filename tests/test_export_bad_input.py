@@ -32,13 +32,18 @@ def _tree(root):
 
 
 @pytest.mark.parametrize("exporter", sorted(EXPORTERS))
-def test_existing_file_is_not_overwritten(model, tmp_path, exporter):
-    (tmp_path / "taken").write_text("user data")
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_existing_path_is_not_overwritten(model, tmp_path, exporter, kind):
+    user_file = tmp_path / "taken"
+    if kind == "directory":
+        user_file.mkdir()
+        user_file = user_file / "keep.txt"
+    user_file.write_text("user data")
     with pytest.raises(ValueError, match=re.escape(f"Export path '{tmp_path / 'taken'}' "
                                                    "already exists")):
         EXPORTERS[exporter](model, tmp_path / "taken")
-    assert (tmp_path / "taken").read_text() == "user data"
-    assert _tree(tmp_path) == ["taken"]
+    assert user_file.read_text() == "user data"
+    assert _tree(tmp_path) == sorted({"taken", os.path.relpath(user_file, tmp_path)})
 
 
 @pytest.mark.parametrize("exporter", sorted(EXPORTERS))
@@ -62,18 +67,22 @@ def test_path_under_a_regular_file(model, tmp_path, exporter, below):
          r"The model is not built"),
         ("export_saved_model", lambda m: keras.Sequential([DenseFlipout(2)]), {},
          r"The model is not built"),
-        ("export_predictive", lambda m: "model.keras", {}, r"`model` must be a Keras model, "
-                                                           r"got str"),
-        ("export_saved_model", lambda m: None, {}, r"`model` must be a Keras model, got "
-                                                   r"NoneType"),
+        ("export_predictive", lambda m: "model.keras", {}, r"`model` must be a Keras model or "
+                                                           r"layer, got str"),
+        ("export_saved_model", lambda m: None, {}, r"`model` must be a Keras model or layer, "
+                                                   r"got NoneType"),
         ("export_predictive", lambda m: m, {"task": "ranking"},
-         r"`task` must be one of \('regression', 'classification'\), got 'ranking'"),
+         r"`task` must be one of \['classification', 'regression'\], got 'ranking'"),
         ("export_predictive", lambda m: m, {"task": "classification", "output": "mean"},
          r"`output` for task='classification' must be one of"),
+        ("export_predictive", lambda m: m, {"output": "logits"},
+         r"`output` for task='regression' must be one of .*got 'logits'"),
+        ("export_predictive", lambda m: m, {"noise_variance": 1.0},
+         r"`noise_variance` is only for task='regression', output='mean'"),
         ("export_predictive", lambda m: m, {"samples_per_call": True},
-         r"`samples_per_call` must be an int >= 1, got True"),
+         r"`samples_per_call` must be a positive int, got True"),
         ("export_predictive", lambda m: m, {"output": "mean", "noise_variance": float("nan")},
-         r"`noise_variance` must be finite and > 0, got nan"),
+         r"`noise_variance` must be a finite number > 0, got nan"),
         ("export_predictive",
          lambda m: keras.Sequential([keras.Input((3,)), DenseFlipout(3, kl_weight=0.0)]), {},
          r"output='mean_log_variance' needs an even last axis .*shape \(None, 3\)"),

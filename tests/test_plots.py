@@ -191,7 +191,7 @@ def test_missing_matplotlib_raises_an_import_error_with_the_install_command(tmp_
         ("reliability", dict(labels=np.zeros(5, int)), r"5 examples but `probs` has 200"),
         ("histograms", dict(scores_in=[]), r"`scores_in` is empty"),
         ("histograms", dict(scores_out=[0.0, np.nan]), r"`scores_out` must be finite"),
-        ("histograms", dict(bins=0), r"`bins` must be an int >= 1, got 0"),
+        ("histograms", dict(bins=0), r"`bins` must be a positive int, got 0"),
         ("histograms", dict(path="figure.jpg"), r"end in \.png.*figure\.jpg"),
         ("reliability", dict(path="no/such/dir/figure.png"), r"does not exist.*no/such/dir"),
     ],

@@ -20,6 +20,8 @@ import math
 import numbers
 import operator
 
+import numpy as np
+
 
 def _int_kind(minimum, maximum):
     if maximum is not None and minimum is not None:
@@ -73,11 +75,11 @@ def seed(value, name="seed"):
 def _bound_text(low, high, low_open, high_open):
     if low is not None and high is not None:
         left, right = "(" if low_open else "[", ")" if high_open else "]"
-        return f"a number in {left}{low}, {high}{right}"
+        return f"a number in {left}{low:g}, {high:g}{right}"
     if low is not None:
         return f"a finite number {'>' if low_open else '>='} {low:g}"
     if high is not None:
-        return f"a finite number {'<' if high_open else '<='} {high}"
+        return f"a finite number {'<' if high_open else '<='} {high:g}"
     return "a finite number"
 
 
@@ -122,6 +124,47 @@ def one_of(name, value, options):
 
 def boolean(name, value):
     """`value` if it is a bool (or a NumPy bool), else ValueError."""
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"`{name}` must be True or False, got {value!r}.")
     return bool(value)
+
+
+def subset(name, values, options):
+    """`values` as a non-empty list of distinct members of `options`, else ValueError."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"`{name}` must be a list of values from {list(options)}, "
+                         f"got {values!r}.")
+    values = list(values)
+    unknown = [value for value in values if value not in options]
+    if not values or unknown:
+        raise ValueError(f"`{name}` must be some of {list(options)}, got {values!r}.")
+    repeated = sorted({str(value) for value in values if values.count(value) > 1})
+    if repeated:
+        raise ValueError(f"`{name}` lists {', '.join(repeated)} twice: {values!r}.")
+    return values
+
+
+def array(name, values):
+    """`values` as a NumPy array, or ValueError naming `name` if its rows are ragged."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        raise ValueError(f"`{name}` is ragged: its rows do not all have the same length.") \
+            from None
+
+
+def vector(name, values, allow_empty=False):
+    """`values` as a 1-D finite float64 array (numeric, non-empty unless `allow_empty`)."""
+    values = array(name, values)
+    if values.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got shape {values.shape}.")
+    if values.size == 0 and not allow_empty:
+        raise ValueError(f"`{name}` is empty.")
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise ValueError(f"`{name}` must be numeric, got dtype {values.dtype}.")
+    values = values.astype(np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ValueError(f"`{name}` must be finite, got {float(values[bad][0])!r} at index "
+                         f"{int(np.flatnonzero(bad)[0])}.")
+    return values

@@ -16,85 +16,19 @@ losses. The result loads with `tf.saved_model.load` in a process that does
 not import tfp_bnn (the graph uses only core TensorFlow ops).
 """
 
-import contextlib
-import os
-import shutil
-import uuid
-
 import keras
-import numpy as np
 import tensorflow as tf
 
-from tfp_bnn.distributions.classes import class_log_probabilities
+from tfp_bnn import _predictive
+from tfp_bnn import _validation as check
+from tfp_bnn._export_files import check_new_path
+from tfp_bnn._export_files import write
 from tfp_bnn.layers._tracing import forced_mean_trace
 from tfp_bnn.layers._tracing import no_kl_trace
+from tfp_bnn.predict import engine
+from tfp_bnn.predict.classification import resolve_output
 
-
-def _check_model(model):
-    if not isinstance(model, keras.Layer):
-        raise ValueError(f"`model` must be a Keras model, got {type(model).__name__}.")
-    if not model.built:
-        raise ValueError("The model is not built; call it on data or build it first.")
-
-
-def _check_new_path(path):
-    """The absolute export path; ValueError if it exists or its parent cannot hold it."""
-    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fspath(path):
-        raise ValueError(f"The export path must be a non-empty str or path, got {path!r}.")
-    path = os.path.abspath(os.fsdecode(path))
-    if os.path.lexists(path):
-        raise ValueError(f"Export path {path!r} already exists; choose a new directory.")
-    ancestor = os.path.dirname(path)
-    while not os.path.lexists(ancestor):
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        raise ValueError(f"Cannot export to {path!r}: {ancestor!r} is a file, not a "
-                         "directory.")
-    return path
-
-
-@contextlib.contextmanager
-def _staging_directory(path):
-    """Yields a fresh sibling directory of `path`, renamed to `path` on success.
-
-    A failed or interrupted export leaves nothing at `path`: the SavedModel
-    is written next to it under a hidden name and moved into place by one
-    rename at the end; on error the staging directory (and any parent
-    directories created for it) is removed.
-    """
-    parent = os.path.dirname(path)
-    created = []
-    head = parent
-    while not os.path.isdir(head):
-        created.append(head)
-        head = os.path.dirname(head)
-    staging = os.path.join(parent, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
-    try:
-        try:
-            os.makedirs(parent, exist_ok=True)
-            os.mkdir(staging)  # mode 0o777 & ~umask, like the directory it becomes
-        except OSError as error:
-            raise ValueError(f"Cannot export to {path!r}: {error.strerror} "
-                             f"({error.filename}).") from error
-        try:
-            yield staging
-        except (OSError, tf.errors.OpError) as error:
-            raise ValueError(f"Writing the SavedModel to {path!r} failed: {error}") from error
-        if os.path.lexists(path):
-            raise ValueError(f"Export path {path!r} appeared while the model was being "
-                             "written; nothing was overwritten.")
-        os.rename(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for directory in created:  # deepest first
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)
-        raise
-
-
-def _write(archive, path):
-    with _staging_directory(path) as staging:
-        archive.write_out(staging, verbose=False)
+TASKS = _predictive.TASKS
 
 
 def _input_signature(model):
@@ -132,8 +66,8 @@ def export_saved_model(model, path, input_signature=None):
     >>> served = tf.saved_model.load("/tmp/bnn")
     >>> served.serve_mean(x)  # deterministic
     """
-    _check_model(model)
-    target = _check_new_path(path)
+    engine.check_model(model)
+    target = check_new_path(path)
     signature = input_signature or _input_signature(model)
     single = len(signature) == 1
 
@@ -155,21 +89,14 @@ def export_saved_model(model, path, input_signature=None):
     archive.track(model)
     archive.add_endpoint("serve", serve, signature)
     archive.add_endpoint("serve_mean", serve_mean, signature)
-    _write(archive, target)
+    write(archive, target)
     return path
 
 
-TASKS = {"regression": ("mean_log_variance", "mean", "distribution"),
-         "classification": ("logits", "probabilities", "log_probabilities", "distribution")}
-
-
 def _check_export_args(model, path, task, output, noise_variance, samples_per_call):
-    if task not in TASKS:
-        raise ValueError(f"`task` must be one of {tuple(TASKS)}, got {task!r}.")
-    _check_model(model)
+    check.one_of("task", task, TASKS)
+    engine.check_model(model)
     if output is None:
-        from tfp_bnn.predict import engine  # noqa: PLC0415 - import cycle
-        from tfp_bnn.predict.classification import resolve_output  # noqa: PLC0415
         if task == "classification":
             output = resolve_output(model, "auto")
         else:
@@ -179,17 +106,12 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
     if noise_variance is not None:
         if output != "mean":
             raise ValueError("`noise_variance` is only for task='regression', output='mean'.")
-        noise_variance = float(noise_variance)
-        if not noise_variance > 0 or noise_variance == float("inf"):
-            raise ValueError(f"`noise_variance` must be finite and > 0, got {noise_variance!r}.")
-    if isinstance(samples_per_call, bool) or not isinstance(samples_per_call, int) or (
-        samples_per_call < 1
-    ):
-        raise ValueError(f"`samples_per_call` must be an int >= 1, got {samples_per_call!r}.")
-    target = _check_new_path(path)
+        noise_variance = check.positive("noise_variance", noise_variance)
+    samples_per_call = check.integer("samples_per_call", samples_per_call)
+    target = check_new_path(path)
     if output != "distribution":
         _check_output_width(model, task, output)
-    return output, noise_variance, target
+    return output, noise_variance, samples_per_call, target
 
 
 def _check_output_width(model, task, output):
@@ -214,69 +136,58 @@ def _check_output_width(model, task, output):
                          f"of shape {tuple(outputs[0].shape)}.")
 
 
-class _RunningMoments:
-    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al. 1979)."""
+def _predictive_function(model, task, output, noise_variance, chunk, single):
+    """The served predictive: chunks of `chunk` weight samples folded in a `tf.while_loop`.
 
-    @staticmethod
-    def merge(state, values, weights):
-        count, mean, m2 = state
-        w = tf.reshape(weights, [-1] + [1] * (values.shape.rank - 1))
-        n = tf.reduce_sum(weights)
-        chunk_mean = tf.reduce_sum(w * values, 0) / n
-        chunk_m2 = tf.reduce_sum(w * tf.square(values - chunk_mean), 0)
-        total = count + n
-        delta = chunk_mean - mean
-        return (total, mean + delta * (n / total),
-                m2 + chunk_m2 + tf.square(delta) * (count * n / total))
-
-
-def _per_sample(values, num_samples):
-    """[S * B, ...] sample-major -> [S, B, ...] float32."""
-    values = tf.cast(values, tf.float32)
-    return tf.reshape(values, tf.concat([[num_samples, -1], tf.shape(values)[1:]], 0))
-
-
-def _distribution_terms(task, distribution, num_samples):
-    """(means, variances) or log-probabilities [S, B, ...] of a distribution head's output."""
-    if task == "regression":
-        return (_per_sample(distribution.mean(), num_samples),
-                _per_sample(distribution.variance(), num_samples))
-    return _per_sample(class_log_probabilities(distribution), num_samples)
-
-
-def _summaries(task, output, noise_variance, outputs, weights, state):
-    """Folds one chunk of outputs [S, B, ...] (weights [S]: 1 = real sample) into `state`.
-
-    For output="distribution", `outputs` holds what `_distribution_terms` returns.
+    Each step runs `MonteCarloRunner.sampled_outputs` (the draws and model call that
+    `tfp_bnn.predict` traces) and reads them with `tfp_bnn._predictive`; the samples past
+    `num_samples` in the last chunk get weight 0.
     """
-    w = weights[:, tf.newaxis]
-    if task == "regression":
-        if output == "distribution":
-            means, variances = outputs
-        elif output == "mean_log_variance":
-            means, log_vars = tf.split(tf.cast(outputs, tf.float32), 2, axis=-1)
-            variances = tf.exp(log_vars)
-        else:
-            means = tf.cast(outputs, tf.float32)
+    runner = engine.MonteCarloRunner(model)
+    regression = task == "regression"
+
+    def chunk_terms(inputs, step, num_samples):
+        weights = tf.cast(tf.range(chunk) < num_samples - step * chunk, tf.float32)
+        outputs = runner.sampled_outputs(inputs, chunk, distribution=output == "distribution")
+        if not regression:
+            return _predictive.class_log_probs(outputs, output, chunk, tf.float32), weights
+        means, variances = _predictive.regression_terms(outputs, output, chunk, tf.float32)
+        if variances is None:
             variances = tf.fill(tf.shape(means), noise_variance or 0.0)
-        moments = _RunningMoments.merge(state["moments"], means, weights)
-        aleatoric = state["aleatoric"] + tf.reduce_sum(
-            tf.reshape(weights, [-1] + [1] * (means.shape.rank - 1)) * variances, 0)
-        return {"moments": moments, "aleatoric": aleatoric}
-    outputs = tf.cast(outputs, tf.float32)
-    if output == "logits":
-        log_p = tf.nn.log_softmax(outputs)
-    elif output == "probabilities":
-        log_p = tf.math.log(outputs)
-    else:  # log-probabilities, also those of a distribution head
-        log_p = outputs
-    probs = tf.exp(log_p)
-    entropy = -tf.reduce_sum(tf.where(probs > 0, probs * log_p, 0.0), -1)
-    w3 = w[..., tf.newaxis] if probs.shape.rank == 3 else tf.reshape(
-        weights, [-1] + [1] * (probs.shape.rank - 1))
-    return {"probs": state["probs"] + tf.reduce_sum(w3 * probs, 0),
-            "entropy": state["entropy"] + tf.reduce_sum(
-                tf.reshape(weights, [-1] + [1] * (entropy.shape.rank - 1)) * entropy, 0)}
+        return means, variances, weights
+
+    def merge(state, terms):
+        if not regression:
+            probs, entropy = _predictive.class_sums(*terms)
+            return state[0] + probs, state[1] + entropy
+        means, variances, weights = terms
+        return (_predictive.merge_moments(state[0], means, weights),
+                state[1] + _predictive.weighted_sum(variances, weights))
+
+    def predictive(*args):
+        *inputs, num_samples = args
+        inputs = inputs[0] if single else list(inputs)
+        num_samples = tf.convert_to_tensor(num_samples, tf.int32)
+        positive = tf.debugging.assert_greater_equal(
+            num_samples, 1, message="num_samples must be >= 1")
+        with tf.control_dependencies([positive]):
+            steps = (num_samples + chunk - 1) // chunk
+        first = chunk_terms(inputs, 0, num_samples)
+        zeros = tf.zeros_like(first[0][0])
+        state = ((tf.constant(0.0), zeros, zeros), zeros) if regression else (
+            zeros, tf.zeros_like(zeros[..., 0]))
+        state = merge(state, first)
+        _, state = tf.while_loop(
+            lambda step, _: step < steps,
+            lambda step, state: (step + 1, merge(state, chunk_terms(inputs, step, num_samples))),
+            (tf.constant(1), state))
+        total = tf.cast(num_samples, tf.float32)
+        if regression:
+            (_, mean, m2), aleatoric = state
+            return _predictive.regression_summaries(mean, m2 / total, aleatoric / total)
+        return _predictive.classification_summaries(state[0] / total, state[1] / total)
+
+    return predictive
 
 
 def export_predictive(model, path, task="regression", output=None, noise_variance=None,
@@ -292,7 +203,10 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     - task="regression": "mean", "stddev" (total), "epistemic_variance",
       "aleatoric_variance" (seed 004, eq. 67);
     - task="classification": "probabilities" (mean over samples),
-      "predictive_entropy", "expected_entropy", "mutual_information".
+      "predictive_entropy", "expected_entropy", "mutual_information";
+
+    the same names and the same per-chunk math as `summaries()` of the
+    predictions `tfp_bnn.predict` returns (see `tfp_bnn._predictive`).
 
     The SavedModel uses only core TensorFlow ops and loads with
     `tf.saved_model.load` in a process that never imports tfp_bnn.
@@ -322,71 +236,15 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     >>> served = tf.saved_model.load("/tmp/bnn_predictive")
     >>> served.serve(x, tf.constant(100))["mutual_information"]
     """
-    from tfp_bnn.predict.engine import MonteCarloRunner  # noqa: PLC0415 - import cycle
-
-    output, noise_variance, target = _check_export_args(
+    output, noise_variance, samples_per_call, target = _check_export_args(
         model, path, task, output, noise_variance, samples_per_call)
     signature = list(input_signature or _input_signature(model))
-    single = len(signature) == 1
-    runner = MonteCarloRunner(model)
-    chunk = samples_per_call
-
-    def predictive(*args):
-        *inputs, num_samples = args
-        inputs = inputs[0] if single else list(inputs)
-        num_samples = tf.convert_to_tensor(num_samples, tf.int32)
-        check = tf.debugging.assert_greater_equal(
-            num_samples, 1, message="num_samples must be >= 1")
-        with tf.control_dependencies([check]):
-            steps = (num_samples + chunk - 1) // chunk
-        def chunk_outputs():
-            draws = runner._draw(chunk)
-            if output == "distribution":
-                return _distribution_terms(
-                    task, runner._distribution_impl(inputs, draws, chunk), chunk)
-            return runner._call_impl(inputs, draws, chunk)
-
-        first = chunk_outputs()
-        shape = tf.shape(tf.nest.flatten(first)[0])[1:]
-        if task == "regression":
-            half = shape if output == "distribution" else shape[:-1] if output == "mean" \
-                else tf.concat([shape[:-1], shape[-1:] // 2], 0)
-            zeros = tf.zeros(half)
-            state = {"moments": (tf.constant(0.0), zeros, zeros), "aleatoric": zeros}
-        else:
-            state = {"probs": tf.zeros(shape), "entropy": tf.zeros(shape[:-1])}
-
-        def weights_for(step):
-            valid = tf.minimum(chunk, num_samples - step * chunk)
-            return tf.cast(tf.range(chunk) < valid, tf.float32)
-
-        state = _summaries(task, output, noise_variance, first, weights_for(0), state)
-
-        def body(step, state):
-            outputs = chunk_outputs()
-            return step + 1, _summaries(task, output, noise_variance, outputs,
-                                        weights_for(step), state)
-
-        _, state = tf.while_loop(lambda step, _: step < steps, body, (tf.constant(1), state))
-        total = tf.cast(num_samples, tf.float32)
-        if task == "regression":
-            _, mean, m2 = state["moments"]
-            epistemic = m2 / total
-            aleatoric = state["aleatoric"] / total
-            return {"mean": mean, "stddev": tf.sqrt(epistemic + aleatoric),
-                    "epistemic_variance": epistemic, "aleatoric_variance": aleatoric}
-        probs = state["probs"] / total
-        expected = state["entropy"] / total
-        log_probs = tf.math.log(tf.maximum(probs, np.finfo(np.float32).tiny))
-        entropy = -tf.reduce_sum(tf.where(probs > 0, probs * log_probs, 0.0), -1)
-        return {"probabilities": probs, "predictive_entropy": entropy,
-                "expected_entropy": expected,
-                "mutual_information": tf.maximum(entropy - expected, 0.0)}
-
+    predictive = _predictive_function(model, task, output, noise_variance, samples_per_call,
+                                      single=len(signature) == 1)
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint(
         "serve", predictive,
         signature + [tf.TensorSpec([], tf.int32, name="num_samples")])
-    _write(archive, target)
+    write(archive, target)
     return path

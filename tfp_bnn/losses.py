@@ -16,6 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 # The loss of distribution-valued outputs lives beside them; listed here too.
 from tfp_bnn.distributions.negative_log_likelihood import NegativeLogLikelihood  # noqa: F401
 from tfp_bnn.distributions.negative_log_likelihood import negative_log_likelihood  # noqa: F401
@@ -139,10 +141,7 @@ def _check_scale(y_scale):
     y_scale = np.asarray(y_scale, dtype=np.float64)
     if y_scale.size != 1:
         raise ValueError(f"`y_scale` must be a single number, got shape {y_scale.shape}.")
-    y_scale = float(y_scale.reshape(()))
-    if not math.isfinite(y_scale) or y_scale <= 0:
-        raise ValueError(f"`y_scale` must be a finite number > 0, got {y_scale!r}.")
-    return y_scale
+    return check.positive("y_scale", float(y_scale.reshape(())))
 
 
 def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
@@ -262,13 +261,8 @@ class MomentGaussianNLL(keras.losses.Loss):
     def __init__(self, mode="full", jitter=1e-6, reduction="sum_over_batch_size",
                  name="moment_gaussian_nll", dtype=None):
         super().__init__(reduction=reduction, name=name, dtype=dtype)
-        if mode not in ("diagonal", "full"):
-            raise ValueError(f"`mode` must be 'diagonal' or 'full', got {mode!r}.")
-        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not (
-                math.isfinite(jitter) and jitter >= 0):
-            raise ValueError(f"`jitter` must be a finite number >= 0, got {jitter!r}.")
-        self.mode = mode
-        self.jitter = float(jitter)
+        self.mode = check.one_of("mode", mode, ("diagonal", "full"))
+        self.jitter = check.number("jitter", jitter, low=0.0)
 
     def call(self, y_true, y_pred):
         # Imported here: tfp_bnn.moments is a heavier module than the losses.

@@ -18,25 +18,14 @@ variance is then 1/tau + the variance of the T sampled outputs (seed 004,
 eq. 54).
 """
 
-import math
-import numbers
+from tfp_bnn import _validation as check
 
 
-def _check(name, value, low=0.0, low_open=True, high=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}.")
-    if (low_open and value <= low) or (not low_open and value < low):
-        bound = ">" if low_open else ">="
-        raise ValueError(f"`{name}` must be {bound} {low}, got {value!r}.")
-    if high is not None and value >= high:
-        raise ValueError(f"`{name}` must be < {high}, got {value!r}.")
-    return float(value)
-
-
-def _check_count(num_examples):
-    if (isinstance(num_examples, bool) or not isinstance(num_examples, numbers.Integral)
-            or num_examples < 1):
-        raise ValueError(f"`num_examples` must be an int >= 1, got {num_examples!r}.")
+def _common_arguments(length_scale, dropout_rate, num_examples):
+    """The arguments both directions of Gal's relation share, checked."""
+    return (check.positive("length_scale", length_scale),
+            check.number("dropout_rate", dropout_rate, low=0.0, high=1.0, high_open=True),
+            check.integer("num_examples", num_examples))
 
 
 def weight_decay(length_scale, dropout_rate, num_examples, precision):
@@ -56,11 +45,9 @@ def weight_decay(length_scale, dropout_rate, num_examples, precision):
     >>> weight_decay(length_scale=1e-2, dropout_rate=0.05, num_examples=1000, precision=10.0)
     4.75e-09
     """
-    length_scale = _check("length_scale", length_scale)
-    dropout_rate = _check("dropout_rate", dropout_rate, low_open=False, high=1.0)
-    _check_count(num_examples)
-    num_examples = int(num_examples)
-    precision = _check("precision", precision)
+    length_scale, dropout_rate, num_examples = _common_arguments(
+        length_scale, dropout_rate, num_examples)
+    precision = check.positive("precision", precision)
     return length_scale**2 * (1.0 - dropout_rate) / (2.0 * num_examples * precision)
 
 
@@ -80,9 +67,7 @@ def model_precision(length_scale, dropout_rate, num_examples, weight_decay):
     >>> model_precision(1e-2, 0.05, 1000, 4.75e-09)
     10.0
     """
-    length_scale = _check("length_scale", length_scale)
-    dropout_rate = _check("dropout_rate", dropout_rate, low_open=False, high=1.0)
-    _check_count(num_examples)
-    num_examples = int(num_examples)
-    weight_decay = _check("weight_decay", weight_decay)
+    length_scale, dropout_rate, num_examples = _common_arguments(
+        length_scale, dropout_rate, num_examples)
+    weight_decay = check.positive("weight_decay", weight_decay)
     return length_scale**2 * (1.0 - dropout_rate) / (2.0 * num_examples * weight_decay)

@@ -16,6 +16,7 @@ import statistics
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn import metrics
 
 _FIGSIZE = (6.0, 4.5)  # inches
@@ -35,7 +36,12 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _check_path(path):
+def png_path(path):
+    """`path` as a str if it ends in .png and its directory exists, else ValueError.
+
+    For figure writers outside this module (`tfp_bnn.plots_nodes`, `zoo.run.plots`),
+    with `save_figure`.
+    """
     path = os.fspath(path)
     if not isinstance(path, str) or not path.lower().endswith(".png"):
         raise ValueError(f"`path` must end in .png, got {path!r}.")
@@ -45,24 +51,6 @@ def _check_path(path):
     return path
 
 
-def _check_1d(values, name, allow_empty=False):
-    values = np.asarray(values)
-    if values.ndim != 1:
-        raise ValueError(f"`{name}` must be 1-D, got shape {values.shape}.")
-    if values.size == 0 and not allow_empty:
-        raise ValueError(f"`{name}` is empty.")
-    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
-        raise ValueError(f"`{name}` must be numeric, got dtype {values.dtype}.")
-    values = values.astype(np.float64)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        raise ValueError(
-            f"`{name}` must be finite, got {float(values[bad][0])!r} at index "
-            f"{int(np.flatnonzero(bad)[0])}."
-        )
-    return values
-
-
 def _check_same_length(**arrays):
     lengths = {name: len(values) for name, values in arrays.items()}
     if len(set(lengths.values())) > 1:
@@ -70,8 +58,11 @@ def _check_same_length(**arrays):
         raise ValueError(f"Mismatched lengths: {shown}.")
 
 
-def _save(draw, path):
-    """Draws on a fresh Figure and writes it atomically to `path`."""
+def save_figure(draw, path):
+    """Calls `draw(figure)` on a fresh Figure and writes it atomically to `path`.
+
+    `path` should come from `png_path`. Returns `path`.
+    """
     Figure, FigureCanvasAgg = _matplotlib()
     figure = Figure(figsize=_FIGSIZE, dpi=_DPI)
     FigureCanvasAgg(figure)
@@ -111,7 +102,7 @@ def reliability_diagram(labels, probs, path, num_bins: int = 15, title=None) -> 
     Example:
     >>> reliability_diagram(y_test, probs, "figures/reliability.png")
     """
-    path = _check_path(path)
+    path = png_path(path)
     curve = metrics.reliability_curve(labels, probs, num_bins)
     ece = metrics.expected_calibration_error(labels, probs, num_bins)
 
@@ -129,7 +120,7 @@ def reliability_diagram(labels, probs, path, num_bins: int = 15, title=None) -> 
         ax.set_title(title if title is not None else "Reliability diagram")
         ax.legend(loc="upper left")
 
-    return _save(draw, path)
+    return save_figure(draw, path)
 
 
 def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_train=None,
@@ -157,9 +148,9 @@ def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_t
     Example:
     >>> regression_band(x_test, y_test, mu, sigma, "band.png", x_train=x, y_train=y)
     """
-    path = _check_path(path)
-    x, y = _check_1d(x, "x"), _check_1d(y, "y")
-    mean, std = _check_1d(mean, "mean"), _check_1d(std, "std")
+    path = png_path(path)
+    x, y = check.vector("x", x), check.vector("y", y)
+    mean, std = check.vector("mean", mean), check.vector("std", std)
     _check_same_length(x=x, y=y, mean=mean, std=std)
     if np.any(std < 0):
         raise ValueError(f"`std` must be >= 0, got {float(std[std < 0][0])!r}.")
@@ -169,7 +160,7 @@ def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_t
     if (x_train is None) != (y_train is None):
         raise ValueError("Pass both `x_train` and `y_train`, or neither.")
     if x_train is not None:
-        x_train, y_train = _check_1d(x_train, "x_train"), _check_1d(y_train, "y_train")
+        x_train, y_train = check.vector("x_train", x_train), check.vector("y_train", y_train)
         _check_same_length(x_train=x_train, y_train=y_train)
     order = np.argsort(x, kind="stable")
     x, y, mean, std = x[order], y[order], mean[order], std[order]
@@ -193,7 +184,7 @@ def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_t
         ax.set_title(title if title is not None else "Predictive distribution")
         ax.legend(loc="best")
 
-    return _save(draw, path)
+    return save_figure(draw, path)
 
 
 def uncertainty_histograms(scores_in, scores_out, path, score_name="predictive entropy",
@@ -217,12 +208,11 @@ def uncertainty_histograms(scores_in, scores_out, path, score_name="predictive e
     Example:
     >>> uncertainty_histograms(entropy_test, entropy_ood, "ood.png")
     """
-    path = _check_path(path)
+    path = png_path(path)
     area = metrics.auroc(scores_in, scores_out)
     scores_in, scores_out = np.asarray(scores_in, np.float64), np.asarray(scores_out, np.float64)
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"`bins` must be an int >= 1, got {bins!r}.")
-    edges = np.histogram_bin_edges(np.concatenate([scores_in, scores_out]), bins=int(bins))
+    bins = check.integer("bins", bins)
+    edges = np.histogram_bin_edges(np.concatenate([scores_in, scores_out]), bins=bins)
 
     def draw(figure):
         ax = figure.add_subplot()
@@ -235,4 +225,4 @@ def uncertainty_histograms(scores_in, scores_out, path, score_name="predictive e
         ax.set_title(f"{score_name}: AUROC = {area:.3f}")
         ax.legend(loc="best")
 
-    return _save(draw, path)
+    return save_figure(draw, path)

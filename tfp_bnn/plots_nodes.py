@@ -8,28 +8,20 @@ matplotlib imported only when the function runs, a private Agg canvas, and
 an atomic write of `path`.
 """
 
-import numbers
-
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn.layers.node_base import NodeLayer
-from tfp_bnn.plots import _check_path
-from tfp_bnn.plots import _save
+from tfp_bnn.plots import png_path
+from tfp_bnn.plots import save_figure
 
 _BINS = 40
 
 
-def _check_dims(dims, nodes):
-    try:
-        dims = tuple(dims)
-    except TypeError:
-        dims = ()
-    if len(dims) != 2 or any(
-        isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in dims
-    ):
-        raise ValueError(f"`dims` must be a pair of node indices, got {dims!r}.")
-    dims = tuple(int(d) for d in dims)
-    if dims[0] == dims[1] or not all(0 <= d < nodes for d in dims):
+def _node_pair(dims, nodes):
+    """`dims` as two different node indices in [0, nodes); errors name `dims`."""
+    dims = check.integers("dims", dims, minimum=0)
+    if len(dims) != 2 or dims[0] == dims[1] or max(dims) >= nodes:
         raise ValueError(
             f"`dims` must be two different node indices in [0, {nodes}), got {dims!r}."
         )
@@ -59,20 +51,15 @@ def node_posterior_marginals(layer, path, site="input", dims=(0, 1), num_samples
     Example:
     >>> node_posterior_marginals(model.layers[0], "nodes.png", dims=(0, 3))
     """
-    path = _check_path(path)
+    path = png_path(path)
     if not isinstance(layer, NodeLayer):
         raise ValueError(f"`layer` must be a NodeDense or NodeConv2D, got {type(layer).__name__}.")
     if not layer.built:
         raise ValueError(f"`layer` '{layer.name}' is not built; call it on data first.")
-    if site not in layer.sites:
-        raise ValueError(
-            f"`site` must be one of the layer's noise sites {layer.sites}, got {site!r}."
-        )
-    dims = _check_dims(dims, layer.node_counts[site])
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) \
-            or num_samples < 2:
-        raise ValueError(f"`num_samples` must be an int >= 2, got {num_samples!r}.")
-    samples = layer.node_posterior_samples(int(num_samples), site=site, component=component)
+    check.one_of("site", site, layer.sites)
+    dims = _node_pair(dims, layer.node_counts[site])
+    num_samples = check.integer("num_samples", num_samples, minimum=2)
+    samples = layer.node_posterior_samples(num_samples, site=site, component=component)
     pair = samples[:, list(dims)].astype(np.float64)
     if not np.all(np.isfinite(pair)):
         raise ValueError(f"The posterior samples of nodes {dims} are not all finite.")
@@ -94,4 +81,4 @@ def node_posterior_marginals(layer, path, site="input", dims=(0, 1), num_samples
         right.tick_params(labelleft=False)
         figure.suptitle(f"{layer.name}: {site} nodes, {which} (n = {len(pair)})")
 
-    return _save(draw, path)
+    return save_figure(draw, path)

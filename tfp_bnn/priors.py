@@ -23,7 +23,7 @@ The contract a layer relies on (`tfp_bnn.layers.BayesianLayer`):
   that load with `safe_mode=True`.
 
 Example, a prior of your own with one learned scale per weight tensor
-(tests/test_custom_posterior_prior.py runs this):
+(tests/integration/test_custom_posterior_prior.py runs this):
 
     @keras.saving.register_keras_serializable(package="my_project")
     class LearnedLaplacePrior(tfp_bnn.priors.Prior):
@@ -54,17 +54,11 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation as check
 from tfp_bnn.config_objects import ConfigObject
 from tfp_bnn.config_objects import resolve
 
 tfd = tfp.distributions
-
-
-def _check_positive(name, value):
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
-    return value
 
 
 def _normal_kl(loc, scale, prior_loc, prior_scale):
@@ -135,11 +129,8 @@ class NormalPrior(Prior):
     has_analytic_kl = True
 
     def __init__(self, loc=0.0, scale=1.0):
-        loc = float(loc)
-        if not math.isfinite(loc):
-            raise ValueError(f"`loc` must be a finite number, got {loc!r}.")
-        self.loc = loc
-        self.scale = _check_positive("scale", scale)
+        self.loc = check.number("loc", loc)
+        self.scale = check.positive("scale", scale)
 
     def element_distribution(self, dtype="float32"):
         return tfd.Normal(
@@ -172,11 +163,9 @@ class ScaleMixturePrior(Prior):
     has_analytic_kl = False
 
     def __init__(self, pi=0.5, sigma1=1.0, sigma2=math.exp(-6.0)):
-        pi = float(pi)
-        if not (0.0 < pi < 1.0):
-            raise ValueError(f"`pi` must lie in the open interval (0, 1), got {pi!r}.")
-        sigma1 = _check_positive("sigma1", sigma1)
-        sigma2 = _check_positive("sigma2", sigma2)
+        pi = check.number("pi", pi, low=0.0, high=1.0, low_open=True, high_open=True)
+        sigma1 = check.positive("sigma1", sigma1)
+        sigma2 = check.positive("sigma2", sigma2)
         if sigma1 <= sigma2:
             raise ValueError(
                 "`sigma1` must be larger than `sigma2` (sigma1 is the wide "
@@ -236,12 +225,9 @@ class TrainableNormalPrior(Prior):
             raise ValueError(
                 f"`loc_initializer` must be a Keras initializer, got {loc_initializer!r}."
             ) from None
-        self.scale = _check_positive("scale", scale)
-        for name, value in (("trainable_scale", trainable_scale), ("per_weight", per_weight)):
-            if not isinstance(value, bool):
-                raise ValueError(f"`{name}` must be True or False, got {value!r}.")
-        self.trainable_scale = trainable_scale
-        self.per_weight = per_weight
+        self.scale = check.positive("scale", scale)
+        self.trainable_scale = check.boolean("trainable_scale", trainable_scale)
+        self.per_weight = check.boolean("per_weight", per_weight)
         self.variables = None  # (loc, rho or None) on the copy `build` returns
 
     def build(self, layer, name, shape):

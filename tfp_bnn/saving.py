@@ -7,7 +7,7 @@ protobuf parse error or a `TensorSliceReader` failure for a SavedModel
 whose files were damaged or not all copied; a decompression bomb costs
 gigabytes before Keras' 4 GiB guard, a FIFO blocks forever. The two loaders
 here check the file first (its type by `stat`, a zip's declared sizes before
-reading any member, see `MAX_CONFIG_BYTES` and below) and turn every failure
+reading any member, see `tfp_bnn._keras_archive`) and turn every failure
 into a `ValueError` that names the path and the problem; the original
 exception stays attached as `__cause__`.
 
@@ -23,7 +23,6 @@ Example:
 >>> served.serve(x, tf.constant(100))["probabilities"]
 """
 
-import json
 import os
 import re
 import stat
@@ -32,7 +31,9 @@ import zipfile
 import keras
 import tensorflow as tf
 
-from tfp_bnn._memory import memory_bytes
+from tfp_bnn._keras_archive import check_keras_archive
+from tfp_bnn._keras_archive import file_kind
+from tfp_bnn._keras_archive import mib
 
 _UNKNOWN_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'")
 # What the loaders raise for a damaged or foreign file (anything else is a bug);
@@ -40,32 +41,8 @@ _UNKNOWN_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'")
 # OverflowError for a forged size; RecursionError is a RuntimeError.
 _LOAD_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OSError,
                 EOFError, RuntimeError, OverflowError, zipfile.BadZipFile, tf.errors.OpError)
-
-_MiB = 2**20
-# Limits on a .keras archive, checked on its zip directory before any member
-# is read. Keras writes config.json (the model's JSON: kilobytes, a few MiB
-# for a huge model), metadata.json (~100 bytes) and model.weights.h5, all
-# stored uncompressed.
-MAX_CONFIG_BYTES = 64 * _MiB
-MAX_METADATA_BYTES = _MiB
-MAX_MEMBERS = 10_000
-# A member that inflates over MAX_EXPANSION times its stored size is refused
-# above a floor (1 MiB; the weights 256 MiB, as Keras' own extraction guard):
-# stored members have ratio 1, DEFLATE tops out near 1032:1, so only a
-# decompression bomb gets there. Keras refuses a member only above 4 GiB.
-MAX_EXPANSION = 100
-_EXPANSION_FLOOR = {"model.weights.h5": 256 * _MiB}
-# Deeper JSON than this is refused: Keras deserializes configs recursively.
-MAX_JSON_DEPTH = 512
 # protobuf refuses messages over 2 GiB.
 MAX_GRAPH_BYTES = 2**31 - 1
-_READ_CHUNK = _MiB
-
-
-def _kind(mode):
-    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _stat(path, shown):
@@ -126,146 +103,6 @@ def _describe_keras_error(path, error):
     return f"Cannot load {path!r}: {_innermost(chain[0])}"
 
 
-def _mib(size):
-    return f"{size / _MiB:,.1f} MiB"
-
-
-def _check_member(path, info, archive_size, memory_limit):
-    """Refuses a member from its directory entry alone (nothing is decompressed)."""
-    name = info.filename
-    if info.flag_bits & 0x1:
-        raise ValueError(f"Cannot load {path!r}: the archive member {name!r} is encrypted.")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise ValueError(f"Cannot load {path!r}: the archive member {name!r} uses compression "
-                         f"method {info.compress_type}; a .keras file has stored or deflated "
-                         "members only.")
-    if info.header_offset + info.compress_size > archive_size:
-        raise ValueError(f"Cannot load {path!r}: the archive member {name!r} claims "
-                         f"{info.compress_size:,} stored bytes past the end of the "
-                         f"{archive_size:,}-byte file (truncated or forged).")
-    limit, label = {"config.json": (MAX_CONFIG_BYTES, "config.json limit"),
-                    "metadata.json": (MAX_METADATA_BYTES, "metadata.json limit")}.get(
-        name, (memory_limit, "half of this machine's memory"))
-    if info.file_size > limit:
-        raise ValueError(f"Cannot load {path!r}: the archive member {name!r} declares "
-                         f"{_mib(info.file_size)} uncompressed, over the {label} of "
-                         f"{_mib(limit)}.")
-    floor = _EXPANSION_FLOOR.get(name, _MiB)
-    if info.file_size > floor and info.file_size > MAX_EXPANSION * info.compress_size:
-        raise ValueError(f"Cannot load {path!r}: the archive member {name!r} declares "
-                         f"{_mib(info.file_size)} uncompressed from {info.compress_size:,} "
-                         f"stored bytes, over {MAX_EXPANSION}:1 (a decompression bomb).")
-
-
-def _check_directory(path, archive, archive_size):
-    """Checks the zip directory: member count, names, declared sizes, total."""
-    infos = archive.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise ValueError(f"Cannot load {path!r}: the archive has {len(infos):,} members, over "
-                         f"the limit of {MAX_MEMBERS:,} (not a Keras model file).")
-    names, seen = set(), set()
-    memory_limit = memory_bytes() // 2
-    total = 0
-    for info in infos:
-        if info.filename in seen:
-            raise ValueError(f"Cannot load {path!r}: the archive has two members named "
-                             f"{info.filename!r} (a forged or badly merged archive).")
-        seen.add(info.filename)
-        names.add(info.filename.rstrip("/"))
-        _check_member(path, info, archive_size, memory_limit)
-        total += info.file_size
-    if total > memory_limit:
-        raise ValueError(f"Cannot load {path!r}: its members declare {_mib(total)} "
-                         f"uncompressed in all, over half of this machine's memory "
-                         f"({_mib(memory_limit)}).")
-    if "config.json" not in seen:
-        kind = ("config.json is a directory in the archive, not a file" if "config.json" in names
-                else "the archive has no config.json")
-        raise ValueError(f"Cannot load {path!r}: {kind}, so it is not a Keras model file.")
-    return infos
-
-
-def _json_depth(value):
-    """Nesting depth of parsed JSON, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
-
-
-def _check_config(path, data):
-    try:
-        config = json.loads(data)
-    except RecursionError:
-        raise ValueError(f"Cannot load {path!r}: config.json is nested too deeply to parse "
-                         f"(limit {MAX_JSON_DEPTH} levels).") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"Cannot load {path!r}: config.json is not valid JSON "
-                         f"({error}).") from error
-    if not isinstance(config, dict):
-        raise ValueError(f"Cannot load {path!r}: config.json holds a JSON "
-                         f"{type(config).__name__.replace('NoneType', 'null')}, not the "
-                         "object (dict) of a Keras model config.")
-    depth = _json_depth(config)
-    if depth > MAX_JSON_DEPTH:
-        raise ValueError(f"Cannot load {path!r}: config.json is nested {depth} levels deep, "
-                         f"over the limit of {MAX_JSON_DEPTH}.")
-
-
-def _check_keras_archive(path, mode):
-    """Checks that `path` is an intact .keras zip with a JSON object in config.json.
-
-    Limits come from the zip directory before anything is decompressed; the
-    members are then read in bounded chunks (CRC check), so a decompression
-    bomb or a directory entry lying about a size costs neither time nor memory.
-    """
-    if stat.S_ISDIR(mode):
-        hint = (" (a SavedModel directory: load it with tfp_bnn.load_predictive)"
-                if os.path.isfile(os.path.join(path, "saved_model.pb")) else "")
-        raise ValueError(f"Cannot load {path!r}: it is a directory, not a .keras file{hint}.")
-    if not stat.S_ISREG(mode):
-        raise ValueError(f"Cannot load {path!r}: it is {_kind(mode)}, not a .keras file.")
-    if not path.endswith(".keras"):
-        raise ValueError(f"Cannot load {path!r}: expected a .keras file (written by "
-                         "model.save('name.keras')), got the extension "
-                         f"{os.path.splitext(path)[1] or '(none)'!r}.")
-    try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            if size == 0:
-                raise ValueError(f"Cannot load {path!r}: the file is empty (0 bytes).")
-            if not zipfile.is_zipfile(file):
-                raise ValueError(f"Cannot load {path!r}: not a zip archive, so not a .keras "
-                                 "file (truncated, corrupted or another format).")
-            file.seek(0)
-            with zipfile.ZipFile(file) as archive:
-                infos = _check_directory(path, archive, size)
-                for info in infos:
-                    with archive.open(info) as member:
-                        if info.filename == "config.json":
-                            config = member.read(MAX_CONFIG_BYTES + 1)
-                        while member.read(_READ_CHUNK):
-                            pass
-    except zipfile.BadZipFile as error:
-        if "CRC" in str(error):
-            name = re.search(r"'(.*)'", str(error))
-            raise ValueError(f"Cannot load {path!r}: the archive member "
-                             f"{name.group(1) if name else '?'!r} is corrupted (CRC check "
-                             "failed).") from error
-        raise ValueError(f"Cannot load {path!r}: the zip archive is damaged "
-                         f"({error}).") from error
-    except (EOFError, OSError, RuntimeError, NotImplementedError, zipfile.LargeZipFile) \
-            as error:
-        raise ValueError(f"Cannot load {path!r}: the zip archive is damaged or unreadable "
-                         f"({type(error).__name__}: {error}).") from error
-    _check_config(path, config)
-
-
 def load_model(path, safe_mode=True, compile=True):
     """Loads a `.keras` model file, with a clear error for a bad file.
 
@@ -287,7 +124,7 @@ def load_model(path, safe_mode=True, compile=True):
             empty, not a zip (truncated or random bytes), members over the
             size or compression-ratio limits, forged or duplicate entries,
             a corrupted member, no or invalid config.json (not an object,
-            nested over `MAX_JSON_DEPTH`), a config naming an unknown class,
+            nested over 512 levels), a config naming an unknown class,
             unsafe content under safe_mode, unreadable weights. The
             original error is the `__cause__`.
 
@@ -296,7 +133,7 @@ def load_model(path, safe_mode=True, compile=True):
     >>> again = tfp_bnn.load_model("bnn.keras")
     """
     path, info = _check_path(path, "load_model")
-    _check_keras_archive(path, info.st_mode)
+    check_keras_archive(path, info.st_mode)
     try:
         return keras.saving.load_model(path, safe_mode=bool(safe_mode), compile=bool(compile))
     except _LOAD_ERRORS as error:
@@ -337,7 +174,7 @@ def _check_savedmodel_files(path):
                          "saved_model.pb).")
     for name, info in files.items():
         if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-            raise ValueError(f"Cannot load {path!r}: {name} is {_kind(info.st_mode)}, not a "
+            raise ValueError(f"Cannot load {path!r}: {name} is {file_kind(info.st_mode)}, not a "
                              "regular file.")
     graph = files["saved_model.pb"]
     if not stat.S_ISREG(graph.st_mode):
@@ -345,7 +182,7 @@ def _check_savedmodel_files(path):
     if graph.st_size == 0:
         raise ValueError(f"Cannot load {path!r}: saved_model.pb is empty (0 bytes).")
     if graph.st_size > MAX_GRAPH_BYTES:
-        raise ValueError(f"Cannot load {path!r}: saved_model.pb has {_mib(graph.st_size)}, "
+        raise ValueError(f"Cannot load {path!r}: saved_model.pb has {mib(graph.st_size)}, "
                          "over protobuf's 2 GiB limit.")
     # TensorFlow writes the variables' index even for a model without variables.
     index = files.get("variables/variables.index")
@@ -387,7 +224,7 @@ def load_predictive(path):
     if not stat.S_ISDIR(info.st_mode):
         hint = " (a .keras file: load it with tfp_bnn.load_model)" if path.endswith(
             ".keras") else ""
-        kind = "a file" if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)
+        kind = "a file" if stat.S_ISREG(info.st_mode) else file_kind(info.st_mode)
         raise ValueError(f"Cannot load {path!r}: it is {kind}, not a SavedModel "
                          f"directory{hint}.")
     _check_savedmodel_files(path)

@@ -53,22 +53,6 @@ def test_split_is_chronological_and_scaled_by_training_targets_only():
                                series[-5:-1], rtol=1e-5)
 
 
-def test_bad_csv_rows_name_the_file_and_line(tmp_path):
-    path = tmp_path / "series.csv"
-    path.write_text('"Month","Value"\n"2000-01",1.5\n"2000-02",oops\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 3: 'oops' is not a number"):
-        read_series_csv(path)
-    path.write_text('"Month","Value"\n"2000-01",nan\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2.*not a finite number"):
-        read_series_csv(path)
-    path.write_text('"Month","Value"\n"2000-01"\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2: expected at least 2 columns"):
-        read_series_csv(path)
-    path.write_text('"Month","Value"\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="no data rows"):
-        read_series_csv(path)
-
-
 @pytest.mark.parametrize("kwargs, match", [
     ({"window": 0, "test_size": 5}, "window"),
     ({"window": 3, "test_size": 0}, "test_size"),

@@ -26,27 +26,6 @@ def test_read_table_parses_and_skips_blank_lines(tmp_path):
     assert table.dtype == np.float64
 
 
-@pytest.mark.parametrize(
-    "text, line, message",
-    [
-        ("1 2 3\n4 5\n", 2, "expected 3 columns, found 2"),
-        ("1 2 3\n\n4 5 6 7\n", 3, "expected 3 columns, found 4"),
-        ("1 2 3\n4 x 6\n", 2, "column 2: 'x' is not a number"),
-        ("1 2 3\n4 5 6\n7 nan 9\n", 3, "column 2: 'nan' is not a finite number"),
-        ("1 2 inf\n", 1, "column 3: 'inf' is not a finite number"),
-        ("1 2 3\n-Infinity 5 6\n", 2, "column 1"),
-    ],
-)
-def test_read_table_names_file_and_line(tmp_path, text, line, message):
-    path = _write(tmp_path, text, name="broken.txt")
-    with pytest.raises(ValueError) as info:
-        read_table(path)
-    error = str(info.value)
-    assert str(path) in error
-    assert f"line {line}" in error
-    assert message in error
-
-
 def test_read_table_checks_the_expected_column_count(tmp_path):
     path = _write(tmp_path, "1 2 3\n4 5 6\n")
     assert read_table(path, num_columns=3).shape == (2, 3)

@@ -63,34 +63,3 @@ def test_without_index_files_the_last_column_is_the_target_and_splits_are_genera
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(b, d)
     assert not np.array_equal(data.splits[0][1], data.splits[1][1])
-
-
-@pytest.mark.parametrize("files, match", [
-    ({"index_features.txt": "0\nx\n"}, r"index_features.txt, line 2: 'x' is not an integer"),
-    ({"index_features.txt": "0\n7\n"}, r"line 2: feature column 7 is outside \[0, 4\)"),
-    ({"index_target.txt": "2\n3\n"}, "expected one target column, found 2"),
-    ({"index_features.txt": "0\n3\n", "index_target.txt": "3\n"}, "also listed as a feature"),
-    ({"index_train_0.txt": "0\n1\n"}, "split 0 has no index_test_0.txt"),
-    ({"index_train_0.txt": "0\n1\n2\n", "index_test_0.txt": "2\n3\n"},
-     r"index_test_0.txt, line 1: row 2 is also in index_train_0.txt \(line 3\)"),
-    ({"index_train_0.txt": "0\n", "index_test_0.txt": "25\n"}, r"row 25 is outside \[0, 20\)"),
-    ({"index_train_1.txt": "0\n", "index_test_1.txt": "1\n"}, r"numbered 0..0, found \[1\]"),
-    ({"index_train_0.txt": "\n", "index_test_0.txt": "1\n"}, "lists no row"),
-])
-def test_malformed_files_name_the_file_and_line(tmp_path, files, match):
-    _write(tmp_path / "toy" / "data", {"data.txt": TABLE, **files})
-    with pytest.raises(ValueError, match=match):
-        UCIDataset(tmp_path / "toy")
-
-
-def test_bad_table_and_arguments(tmp_path):
-    with pytest.raises(ValueError, match="no data.txt"):
-        UCIDataset(tmp_path)
-    directory = _write(tmp_path / "bad", {"data.txt": "1 2 3\n4 5\n"})
-    with pytest.raises(ValueError, match=r"data.txt, line 2: expected 3 columns"):
-        UCIDataset(directory)
-    directory = _write(tmp_path / "good", {"data.txt": TABLE})
-    with pytest.raises(ValueError, match="num_splits"):
-        UCIDataset(directory, num_splits=0)
-    with pytest.raises(ValueError, match="split index"):
-        UCIDataset(directory, num_splits=2).split(2)

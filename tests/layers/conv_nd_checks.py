@@ -1,9 +1,8 @@
-"""Checks shared by the tests of the 1-D and 3-D variational convolutions.
+"""Checks shared by the tests of the 1-D, 2-D and 3-D variational convolutions.
 
 Each function takes the layer class and the number of spatial dimensions
-`rank`, so tests/layers/test_conv{1,3}d_{flipout,reparameterization}.py run
-the same checks against `keras.layers.Conv1D` / `keras.layers.Conv3D` (and
-tests/layers/test_conv_base.py against `keras.layers.Conv2D`).
+`rank`, so tests/layers/test_conv{1,2,3}d_{flipout,reparameterization}.py run
+the same checks against `keras.layers.Conv1D`, `Conv2D` and `Conv3D`.
 """
 
 import keras

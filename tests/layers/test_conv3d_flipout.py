@@ -54,7 +54,3 @@ def test_one_flipout_sign_per_example_and_channel(data_format):
 
 def test_bad_arguments_name_themselves():
     checks.check_bad_arguments(CLS, RANK)
-
-
-def test_tfp_class_name_is_an_alias():
-    assert layers.Convolution3DFlipout is CLS

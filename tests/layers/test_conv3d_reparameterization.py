@@ -1,4 +1,4 @@
-"""Conv3DReparameterization: keras.layers.Conv3D's shapes and mean, the standard battery, sampling."""
+"""Conv3DReparameterization: Conv3D's shapes and mean, the standard battery, sampling."""
 
 import pytest
 
@@ -49,7 +49,3 @@ def test_predict_sample_shapes_and_mean_mode():
 
 def test_bad_arguments_name_themselves():
     checks.check_bad_arguments(CLS, RANK)
-
-
-def test_tfp_class_name_is_an_alias():
-    assert layers.Convolution3DReparameterization is CLS

@@ -1,7 +1,7 @@
 """DenseVariational: one posterior over [kernel, bias], any posterior and prior.
 
 Monte Carlo checks are |z| <= K tests with standard errors from the number
-of draws (see tests/layers/test_tfp_parity.py for the design): with
+of draws (see tests/integration/test_tfp_parity_dense.py for the design): with
 K = 4.5 a correct implementation fails one check with probability < 1e-5,
 and the seeds are fixed, so the tests are deterministic.
 """
@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from keras.src import testing
 
+from tests.integration import parity_checks
 import tfp_bnn
 from tfp_bnn import posteriors
 from tfp_bnn import priors
@@ -45,22 +46,6 @@ def _design(x):
         a[u, u:INPUT_DIM * UNITS:UNITS] = x
         a[u, INPUT_DIM * UNITS + u] = 1.0
     return a
-
-
-def _draw_calls(layer, x, num_draws):
-    """`num_draws` separate calls (one weight sample each) in one traced loop."""
-    x = tf.constant(x)
-
-    @tf.function
-    def loop():
-        def body(i, draws):
-            return i + 1, draws.write(i, layer(x))
-
-        _, draws = tf.while_loop(lambda i, _: i < num_draws, body,
-                                 (tf.constant(0), tf.TensorArray(tf.float32, size=num_draws)))
-        return draws.stack()
-
-    return loop().numpy().astype(np.float64)
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +244,7 @@ def test_full_covariance_output_covariance_is_analytic(full_covariance_layer, pa
     layer, loc, scale_tril = full_covariance_layer
     x = _inputs(rows=1, seed=9)
     if path == "calls":
-        y = _draw_calls(layer, x, NUM_DRAWS)[:, 0]
+        y = parity_checks.draw_calls(layer, x, NUM_DRAWS)[:, 0]
     else:
         model = keras.Sequential([keras.Input((INPUT_DIM,)), layer])
         y = tfp_bnn.predict.sample(model, x, num_samples=NUM_DRAWS)[:, 0].astype(np.float64)

@@ -566,10 +566,10 @@ def test_config_round_trip_keeps_every_argument():
     [
         (dict(units=0), r"`units` must be a positive int, got 0"),
         (dict(units=2.0), r"`units`.*got 2\.0"),
-        (dict(num_components=0), r"`num_components` must be an int >= 1, got 0"),
+        (dict(num_components=0), r"`num_components` must be a positive int, got 0"),
         (dict(num_components=1.5), r"`num_components`.*got 1\.5"),
         (dict(num_components=True), r"`num_components`.*got True"),
-        (dict(flow_length=-1), r"`flow_length` must be an int >= 0, got -1"),
+        (dict(flow_length=-1), r"`flow_length` must be a non-negative int, got -1"),
         (dict(entropy_weight=-0.1), r"`entropy_weight`.*>= 0.*-0\.1"),
         (dict(entropy_weight=float("nan")), r"`entropy_weight`.*nan"),
         (dict(noise="hidden"), r"`noise` must be one of.*'hidden'"),

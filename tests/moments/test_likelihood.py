@@ -77,7 +77,7 @@ def test_bad_inputs():
         gaussian_log_likelihood(y[:, :1], Moments(mean, cov, "full"))
     with pytest.raises(ValueError, match="`noise_variance` must be > 0"):
         gaussian_log_likelihood(y, Moments.deterministic(mean))
-    with pytest.raises(ValueError, match="`jitter` must be a number >= 0"):
+    with pytest.raises(ValueError, match="`jitter` must be a finite number >= 0"):
         gaussian_log_likelihood(y, Moments(mean, cov, "full"), jitter=-1.0)
 
 
@@ -92,7 +92,7 @@ def test_kl_matches_tfp(prior_scale):
     np.testing.assert_allclose(ours, expected, rtol=1e-5)
     with pytest.raises(ValueError, match="`var` of shape"):
         gaussian_kl_to_normal(loc, var[:2])
-    with pytest.raises(ValueError, match="`prior_scale` must be > 0"):
+    with pytest.raises(ValueError, match="`prior_scale` must be a finite number > 0"):
         gaussian_kl_to_normal(loc, var, 0.0)
 
 

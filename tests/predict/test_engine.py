@@ -22,6 +22,8 @@ from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseLocalReparameterization
 from tfp_bnn.layers import DenseReparameterization
 from tfp_bnn.layers import MCDropout
+from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 
 T = 4000
 DENSE = [DenseReparameterization, DenseFlipout, DenseLocalReparameterization]
@@ -207,49 +209,54 @@ def test_jit_compiled_calls_agree_in_distribution():
                     np.square(x) @ np.square(sigma), T)
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"num_samples": 0}, "num_samples"),
-        ({"num_samples": 2.5}, "num_samples"),
-        ({"batch_size": 0}, "batch_size"),
-        ({"samples_per_call": -1}, "samples_per_call"),
-        ({"max_rows": 0}, "max_rows"),
-    ],
-)
-def test_bad_arguments(kwargs, message):
+def test_inputs_of_different_lengths_are_refused():
     model, *_ = _linear_model(DenseFlipout)
-    kwargs = {"num_samples": 3, **kwargs}
-    with pytest.raises(ValueError, match=message):
-        tfp_bnn.predict.sample(model, _inputs(), **kwargs)
-
-
-def test_bad_inputs():
-    model, *_ = _linear_model(DenseFlipout)
-    with pytest.raises(ValueError, match="no examples"):
-        tfp_bnn.predict.sample(model, np.zeros((0, 3), "float32"), 3)
     with pytest.raises(ValueError, match="same number of examples"):
         tfp_bnn.predict.sample(model, [np.zeros((2, 3)), np.zeros((3, 3))], 3)
 
 
 def test_chunks_are_yielded_for_any_sample_count():
     """O(1) memory however many calls (a list of 2**36 sizes filled 19 GB)."""
-    from tfp_bnn.predict.engine import sample_chunks  # noqa: PLC0415
-
-    chunks = sample_chunks(2**40, 16)
+    chunks = limits.sample_chunks(2**40, 16)
     assert next(chunks) == 16
-    assert sum(sample_chunks(1000, 7)) == 1000
-    assert max(sample_chunks(1000, 7)) <= 7
+    assert sum(limits.sample_chunks(1000, 7)) == 1000
+    assert max(limits.sample_chunks(1000, 7)) <= 7
 
 
 def test_huge_sample_counts_are_refused_before_any_work():
-    import tfp_bnn  # noqa: PLC0415
-    from tfp_bnn.predict import engine  # noqa: PLC0415
-
     model = keras.Sequential([keras.Input((2,)), tfp_bnn.layers.DenseFlipout(2, seed=0)])
     x = np.zeros((4, 2), "float32")
     for count in (2**40, 2**63):
-        with pytest.raises(ValueError, match="at most 1,000,000"):
+        with pytest.raises(ValueError, match="an int in 1..1,000,000"):
             tfp_bnn.predict.sample(model, x, num_samples=count)
     with pytest.raises(ValueError, match="GiB, over half of this machine's memory"):
-        engine.check_storage((10**6, 10**9), np.float64, "The sampled means")
+        limits.check_storage((10**6, 10**9), np.float64, "The sampled means")
+
+
+def test_chunks_yield_every_sample_of_every_input_once():
+    model, *_ = _linear_model(DenseFlipout)
+
+    plan = engine.prepare(model, _inputs(n=7), 10, batch_size=3, samples_per_call=4)
+    chunks = engine.chunks(model, plan)
+    assert not isinstance(chunks, (list, tuple))  # a generator: one chunk at a time
+    seen = np.zeros((10, 7), int)
+    for chunk in chunks:
+        assert chunk.outputs.shape == (chunk.t1 - chunk.t0, chunk.n1 - chunk.n0, 2)
+        assert chunk.t1 - chunk.t0 <= 4 and chunk.n1 - chunk.n0 <= 3
+        seen[chunk.t0:chunk.t1, chunk.n0:chunk.n1] += 1
+    np.testing.assert_array_equal(seen, 1)
+
+
+@pytest.mark.parametrize("predict", [
+    lambda m, x: tfp_bnn.predict.sample(m, x, 3),
+    lambda m, x: tfp_bnn.predict.regression(m, x, 3),
+    lambda m, x: tfp_bnn.predict.classification(m, x, 3),
+], ids=["sample", "regression", "classification"])
+def test_inputs_are_checked_once_per_prediction(predict, monkeypatch):
+
+    calls = []
+    checked = engine.as_arrays
+    monkeypatch.setattr(engine, "as_arrays", lambda *a, **k: calls.append(1) or checked(*a, **k))
+    model, *_ = _linear_model(DenseFlipout)
+    predict(model, _inputs())
+    assert len(calls) == 1

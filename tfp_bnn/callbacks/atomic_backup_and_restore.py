@@ -2,13 +2,14 @@
 
 import io
 import json
-import math
 import os
 import shutil
 import time
 
 import keras
 from keras.src.saving import saving_lib
+
+from tfp_bnn import _validation as check
 
 STATE = "state.json"
 # The variable every keras.random.SeedGenerator keeps its state in.
@@ -109,11 +110,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             self.fingerprint = json.loads(json.dumps(fingerprint))
         except (TypeError, ValueError) as error:
             raise ValueError(f"`fingerprint` must be JSON-serialisable: {error}") from None
-        if (isinstance(save_interval, bool) or not isinstance(save_interval, (int, float))
-                or not math.isfinite(save_interval) or save_interval < 0):
-            raise ValueError(f"`save_interval` must be a number of seconds >= 0, got "
-                             f"{save_interval!r}.")
-        self.save_interval = float(save_interval)
+        self.save_interval = check.number("save_interval", save_interval, low=0.0)
         self._last_save = None
         self._state_path = os.path.join(self.backup_dir, STATE)
         self._history = {}  # every finished epoch's logs, saved in state.json

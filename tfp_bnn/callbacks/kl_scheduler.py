@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import kl_schedules
 from tfp_bnn.modes import kl_layers
 
@@ -69,9 +70,7 @@ class KLScheduler(keras.callbacks.Callback):
 
     def __init__(self, num_examples, schedule="constant", per_layer_kl=False):
         super().__init__()
-        if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples <= 0:
-            raise ValueError(f"`num_examples` must be a positive int, got {num_examples!r}.")
-        self.num_examples = num_examples
+        self.num_examples = check.integer("num_examples", num_examples)
         self.schedule = kl_schedules.get(schedule)
         self.per_layer_kl = bool(per_layer_kl)
         self._layers = []
@@ -131,7 +130,7 @@ class KLScheduler(keras.callbacks.Callback):
             self._last_value = value
 
     # -- the KL entries of the logs ------------------------------------------------
-    # The layers' trackers are not Keras metrics (tfp_bnn/layers/kl_tracking.py),
+    # The layers' trackers are not Keras metrics (tfp_bnn/layers/_kl_tracking.py),
     # so `evaluate` and friends return what they return for plain Keras layers;
     # this callback resets them when Keras resets its metrics and reads them
     # into the logs it hands on.

@@ -9,6 +9,7 @@ import math
 
 import keras
 
+from tfp_bnn import _validation as check
 from tfp_bnn.config_objects import ConfigObject
 from tfp_bnn.config_objects import resolve
 
@@ -22,16 +23,6 @@ class KLSchedule(ConfigObject):
     def factor(self, epoch, batch, steps_per_epoch):
         raise NotImplementedError
 
-
-
-def _positive(name, value, integer=False):
-    ok = isinstance(value, int) and not isinstance(value, bool) if integer else (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    )
-    if not ok or value <= 0:
-        kind = "a positive int" if integer else "a finite number > 0"
-        raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
-    return value
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -53,7 +44,7 @@ class LinearWarmup(KLSchedule):
     needs_steps_per_epoch = True
 
     def __init__(self, epochs=10):
-        self.epochs = _positive("epochs", epochs)
+        self.epochs = check.positive("epochs", epochs)
 
     def factor(self, epoch, batch, steps_per_epoch):
         step = epoch * steps_per_epoch + batch
@@ -75,11 +66,9 @@ class CyclicalSchedule(KLSchedule):
     needs_steps_per_epoch = True
 
     def __init__(self, cycle_epochs=10, ramp_fraction=0.5):
-        self.cycle_epochs = _positive("cycle_epochs", cycle_epochs)
-        ramp_fraction = float(ramp_fraction)
-        if not 0.0 < ramp_fraction <= 1.0:
-            raise ValueError(f"`ramp_fraction` must lie in (0, 1], got {ramp_fraction!r}.")
-        self.ramp_fraction = ramp_fraction
+        self.cycle_epochs = check.positive("cycle_epochs", cycle_epochs)
+        self.ramp_fraction = check.number("ramp_fraction", ramp_fraction, low=0.0, high=1.0,
+                                          low_open=True)
 
     def factor(self, epoch, batch, steps_per_epoch):
         cycle_steps = self.cycle_epochs * steps_per_epoch

@@ -51,9 +51,10 @@ Example:
 """
 
 import math
-import operator
 
 import numpy as np
+
+from tfp_bnn import _validation as check
 
 INTENSITIES = (1, 2, 3, 4, 5)
 IMAGE_SIZE = 8
@@ -66,28 +67,9 @@ CONTRAST_FACTOR = (0.75, 0.60, 0.50, 0.40, 0.30)
 SHIFT_PIXELS = (0.20, 0.40, 0.60, 0.80, 1.00)
 
 
-def _check_intensity(intensity) -> int:
-    if isinstance(intensity, bool):
-        raise ValueError(f"`intensity` must be an int in 1..5, got {intensity!r}.")
-    try:
-        value = operator.index(intensity)
-    except TypeError:
-        raise ValueError(f"`intensity` must be an int in 1..5, got {intensity!r}.") from None
-    if value not in INTENSITIES:
-        raise ValueError(f"`intensity` must be an int in 1..5, got {intensity!r}.")
-    return value
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool):
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    try:
-        value = operator.index(seed)
-    except TypeError:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.") from None
-    if value < 0:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    return value
+def _level(table, intensity):
+    """The parameter of `table` (one per intensity) at `intensity`, checked."""
+    return table[check.integer("intensity", intensity, maximum=len(INTENSITIES)) - 1]
 
 
 def _check_images(images) -> np.ndarray:
@@ -157,16 +139,16 @@ def _affine(images, angles, shifts) -> np.ndarray:
 def gaussian_noise(images, intensity: int, seed: int = 0) -> np.ndarray:
     """Adds N(0, std^2) noise per pixel, std = 0.1 * intensity; clips to [0, 1]."""
     x = _check_images(images)
-    std = NOISE_STD[_check_intensity(intensity) - 1]
-    noise = np.random.default_rng(_check_seed(seed)).standard_normal(x.shape)
+    std = _level(NOISE_STD, intensity)
+    noise = np.random.default_rng(check.seed(seed)).standard_normal(x.shape)
     return _finish(x + std * noise, images)
 
 
 def gaussian_blur(images, intensity: int, seed: int = 0) -> np.ndarray:
     """Gaussian filter with std 0.4-1.0 pixels (zero padding). The seed is unused."""
     x = _check_images(images)
-    _check_seed(seed)
-    std = BLUR_STD[_check_intensity(intensity) - 1]
+    check.seed(seed)
+    std = _level(BLUR_STD, intensity)
     radius = int(math.ceil(3.0 * std))
     offsets = np.arange(-radius, radius + 1, dtype=np.float64)
     kernel = np.exp(-0.5 * (offsets / std) ** 2)
@@ -184,16 +166,16 @@ def gaussian_blur(images, intensity: int, seed: int = 0) -> np.ndarray:
 def rotation(images, intensity: int, seed: int = 0) -> np.ndarray:
     """Rotates each image by +-6 * intensity degrees (sign drawn per image)."""
     x = _check_images(images)
-    degrees = ROTATION_DEGREES[_check_intensity(intensity) - 1]
-    signs = np.random.default_rng(_check_seed(seed)).choice([-1.0, 1.0], size=len(x))
+    degrees = _level(ROTATION_DEGREES, intensity)
+    signs = np.random.default_rng(check.seed(seed)).choice([-1.0, 1.0], size=len(x))
     return _finish(_affine(x, np.deg2rad(degrees) * signs, np.zeros((len(x), 2))), images)
 
 
 def contrast(images, intensity: int, seed: int = 0) -> np.ndarray:
     """m + c * (x - m), m = the image mean, c = 0.75 .. 0.3. The seed is unused."""
     x = _check_images(images)
-    _check_seed(seed)
-    factor = CONTRAST_FACTOR[_check_intensity(intensity) - 1]
+    check.seed(seed)
+    factor = _level(CONTRAST_FACTOR, intensity)
     mean = x.mean(axis=(1, 2), keepdims=True)
     return _finish(mean + factor * (x - mean), images)
 
@@ -201,8 +183,8 @@ def contrast(images, intensity: int, seed: int = 0) -> np.ndarray:
 def translation(images, intensity: int, seed: int = 0) -> np.ndarray:
     """Shifts each image by 0.2 * intensity pixels in a direction drawn per image."""
     x = _check_images(images)
-    pixels = SHIFT_PIXELS[_check_intensity(intensity) - 1]
-    directions = np.random.default_rng(_check_seed(seed)).uniform(0.0, 2.0 * np.pi, len(x))
+    pixels = _level(SHIFT_PIXELS, intensity)
+    directions = np.random.default_rng(check.seed(seed)).uniform(0.0, 2.0 * np.pi, len(x))
     shifts = pixels * np.stack([np.sin(directions), np.cos(directions)], axis=1)
     return _finish(_affine(x, np.zeros(len(x)), shifts), images)
 

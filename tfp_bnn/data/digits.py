@@ -11,8 +11,9 @@ CPU cores in seconds, which is what the covariate-shift evaluation
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn.data.uci import check_fraction
-from tfp_bnn.data.uci import check_seed
+from tfp_bnn.data.uci import num_held_out
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (8, 8, 1)
@@ -45,12 +46,10 @@ def stratified_split(labels, test_fraction: float = 0.2, seed: int = 0) -> tuple
 
     Args:
         labels: integer class ids, shape [n]; every class needs >= 2 examples.
-        test_fraction: share of each class held out, in (0, 1).
-        seed: int seed of the permutations.
+        test_fraction, seed: as in `tfp_bnn.data.train_test_split`, per class.
 
     Returns:
-        `(train_index, test_index)`: disjoint sorted int64 arrays whose
-        union is range(n).
+        `(train_index, test_index)` as `tfp_bnn.data.train_test_split` returns.
 
     Example:
     >>> train, test = stratified_split(np.repeat(np.arange(10), 180), 0.2)
@@ -61,7 +60,7 @@ def stratified_split(labels, test_fraction: float = 0.2, seed: int = 0) -> tuple
     if labels.ndim != 1 or labels.size == 0:
         raise ValueError(f"`labels` must be a non-empty 1-D array, got shape {labels.shape}.")
     test_fraction = check_fraction(test_fraction)
-    rng = np.random.default_rng(check_seed(seed))
+    rng = np.random.default_rng(check.seed(seed))
     train, test = [], []
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
@@ -70,7 +69,7 @@ def stratified_split(labels, test_fraction: float = 0.2, seed: int = 0) -> tuple
                 f"Class {label.item()!r} has {len(members)} example; a stratified split "
                 "needs >= 2 per class."
             )
-        num_test = min(max(int(round(len(members) * test_fraction)), 1), len(members) - 1)
+        num_test = num_held_out(len(members), test_fraction)
         members = rng.permutation(members)
         test.append(members[:num_test])
         train.append(members[num_test:])
@@ -102,7 +101,7 @@ def load_digits(seed: int = 0, test_fraction: float = 0.2) -> dict:
     ((1438, 8, 8, 1), (359, 8, 8, 1))
     """
     # Checked before scikit-learn is imported, so a bad argument fails first.
-    seed, test_fraction = check_seed(seed), check_fraction(test_fraction)
+    seed, test_fraction = check.seed(seed), check_fraction(test_fraction)
     images, labels = _sklearn_digits()
     train, test = stratified_split(labels, test_fraction=test_fraction, seed=seed)
     x = (images / MAX_PIXEL).astype(np.float32)[..., None]

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 
 def steps_per_epoch(num_examples, batch_size):
     """Batches per epoch (the last one may be smaller)."""
@@ -32,10 +34,9 @@ def shuffled_epochs(x, y, batch_size, seed, epochs, first_epoch=0):
     >>> model.fit(data, epochs=100, initial_epoch=start,
     ...           steps_per_epoch=steps_per_epoch(len(x), 32))
     """
-    for name, value, low in (("batch_size", batch_size, 1), ("seed", seed, 0),
-                             ("epochs", epochs, 1), ("first_epoch", first_epoch, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+    batch_size, seed = check.integer("batch_size", batch_size), check.seed(seed)
+    epochs = check.integer("epochs", epochs)
+    first_epoch = check.integer("first_epoch", first_epoch, minimum=0)
     if first_epoch >= epochs:
         raise ValueError(f"`first_epoch` ({first_epoch}) must be smaller than `epochs` "
                          f"({epochs}).")

@@ -15,6 +15,7 @@ from importlib import resources
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn.data.uci import ASCII_SPACE
 from tfp_bnn.data.uci import Standardizer
 from tfp_bnn.data.uci import first_beyond_float32
@@ -45,8 +46,7 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
             data row.
     """
     path = os.fspath(path)
-    if isinstance(value_column, bool) or not isinstance(value_column, int) or value_column < 1:
-        raise ValueError(f"`value_column` must be an int >= 1, got {value_column!r}.")
+    value_column = check.integer("value_column", value_column)
     labels, values = [], []
     rows = csv.reader(line for _, line in text_lines(path))
     try:
@@ -88,18 +88,8 @@ def make_windows(series, window: int) -> tuple:
         `(x, y)`: x [n - window, window], y [n - window], where row t holds
         series[t : t + window] and its target series[t + window].
     """
-    try:
-        series = np.asarray(series, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("`series` must be a 1-D array of numbers, got "
-                         f"{type(series).__name__} that does not convert to float.") from None
-    if series.ndim != 1:
-        raise ValueError(f"`series` must be 1-D, got shape {series.shape}.")
-    if not np.all(np.isfinite(series)):
-        index = int(np.flatnonzero(~np.isfinite(series))[0])
-        raise ValueError(f"`series` has a NaN or infinite value at index {index}.")
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"`window` must be a positive int, got {window!r}.")
+    series = check.vector("series", series)
+    window = check.integer("window", window)
     if len(series) <= window:
         raise ValueError(f"`series` has {len(series)} values; a window of {window} needs "
                          f"at least {window + 1}.")
@@ -132,10 +122,8 @@ def forecasting_split(series, window: int, test_size: int, validation_size: int 
         and `scaler`, the fitted `Standardizer` (its `inverse_transform`
         maps predictions back to the series' units).
     """
-    for name, value, low in (("test_size", test_size, 1),
-                             ("validation_size", validation_size, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+    test_size = check.integer("test_size", test_size)
+    validation_size = check.integer("validation_size", validation_size, minimum=0)
     x, y = make_windows(series, window)
     num_train = len(y) - test_size - validation_size
     if num_train < 2:

@@ -16,7 +16,6 @@ train in float32.
 
 import array
 import errno
-import math
 import os
 import pathlib
 import re
@@ -25,6 +24,7 @@ from importlib import resources
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn._memory import memory_bytes
 
 CONCRETE_NUM_FEATURES = 8
@@ -149,10 +149,7 @@ def parse_number(field: str, where: str) -> float:
 def read_table_lines(path, num_columns=None):
     """`read_table`, plus the 1-based line number of each row (an int64 array)."""
     path = os.fspath(path)
-    if num_columns is not None and (
-        isinstance(num_columns, bool) or not isinstance(num_columns, int) or num_columns <= 0
-    ):
-        raise ValueError(f"`num_columns` must be a positive int or None, got {num_columns!r}.")
+    num_columns = check.integer("num_columns", num_columns, allow_none=True)
     # array.array holds 8 bytes a value, where lists of Python floats take 32.
     values, lines = array.array("d"), array.array("q")
     for line_number, line in text_lines(path):
@@ -243,21 +240,15 @@ def load_concrete(dtype="float32"):
     return x, y
 
 
-def check_seed(seed):
-    """A seed as a Python int >= 0 (what np.random.default_rng accepts)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    return int(seed)
-
-
 def check_fraction(test_fraction):
     """A test share as a float in (0, 1)."""
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float, np.number)):
-        raise ValueError(f"`test_fraction` must be a number in (0, 1), got {test_fraction!r}.")
-    test_fraction = float(test_fraction)
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"`test_fraction` must lie in (0, 1), got {test_fraction!r}.")
-    return test_fraction
+    return check.number("test_fraction", test_fraction, low=0.0, high=1.0, low_open=True,
+                        high_open=True)
+
+
+def num_held_out(n, test_fraction):
+    """round(n * test_fraction), at least one and leaving at least one of the `n`."""
+    return min(max(int(round(n * test_fraction)), 1), n - 1)
 
 
 def train_test_split(n, test_fraction=0.1, seed=0):
@@ -281,11 +272,10 @@ def train_test_split(n, test_fraction=0.1, seed=0):
     >>> len(train), len(test)
     (927, 103)
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"`n` must be an int >= 2, got {n!r}.")
+    n = check.integer("n", n, minimum=2)
     test_fraction = check_fraction(test_fraction)
-    seed = check_seed(seed)
-    num_test = min(max(int(round(n * test_fraction)), 1), n - 1)
+    seed = check.seed(seed)
+    num_test = num_held_out(n, test_fraction)
     permutation = np.random.default_rng(seed).permutation(n)
     test_index = np.sort(permutation[:num_test]).astype(np.int64)
     train_index = np.sort(permutation[num_test:]).astype(np.int64)
@@ -324,10 +314,7 @@ class Standardizer:
     """
 
     def __init__(self, epsilon=1e-12):
-        epsilon = float(epsilon)
-        if not math.isfinite(epsilon) or epsilon < 0:
-            raise ValueError(f"`epsilon` must be a finite number >= 0, got {epsilon!r}.")
-        self.epsilon = epsilon
+        self.epsilon = check.number("epsilon", epsilon, low=0.0)
         self.mean = None
         self.std = None
 

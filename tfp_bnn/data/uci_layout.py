@@ -29,6 +29,7 @@ import re
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn.data.uci import ASCII_SPACE
 from tfp_bnn.data.uci import Standardizer
 from tfp_bnn.data.uci import first_beyond_float32
@@ -145,8 +146,7 @@ class UCIDataset:
 
     def __init__(self, path, num_splits=20, test_fraction=0.1, seed=0):
         directory = _data_directory(path)
-        if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1:
-            raise ValueError(f"`num_splits` must be a positive int, got {num_splits!r}.")
+        num_splits = check.integer("num_splits", num_splits)
         self._data_file = directory / "data.txt"
         table, self._lines = read_table_lines(self._data_file)
         rows, columns = table.shape
@@ -234,10 +234,7 @@ class UCIDataset:
             `dtype`), `x_scaler`, `y_scaler` (their `inverse_transform` maps
             back to the original units) and `y_test_raw` (original units).
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not (
-                0 <= k < len(self.splits)):
-            raise ValueError(f"`k` must be a split index in [0, {len(self.splits)}), "
-                             f"got {k!r}.")
+        k = check.integer("k", k, minimum=0, maximum=len(self.splits) - 1)
         return self.standardized(*self.splits[k], dtype=dtype)
 
     def standardized(self, train, test, dtype="float32"):

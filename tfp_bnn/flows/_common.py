@@ -61,15 +61,19 @@ class FlowBijector(tfp.bijectors.Bijector):
     """A bijector on vectors (event_ndims 1) whose parameters are tensors.
 
     Subclasses list their parameters and each one's event rank in
-    `PARAMETER_NDIMS`; `__init__` converts them to one dtype and stores
-    parameter `p` as `self._p`, then initialises the TFP bijector.
+    `PARAMETER_NDIMS` and pass `dict(locals())` of their `__init__` (which
+    has `validate_args` and `name` arguments): this converts the listed
+    parameters to one dtype, stores parameter `p` as `self._p`, then
+    initialises the TFP bijector.
     """
 
     PARAMETER_NDIMS = {}
 
-    def __init__(self, parameters, tensors, validate_args, name):
-        with tf.name_scope(name) as name:
-            converted = as_tensors(tf.float32, **tensors)
+    def __init__(self, parameters):
+        validate_args = parameters["validate_args"]
+        with tf.name_scope(parameters["name"]) as name:
+            converted = as_tensors(tf.float32, **{key: parameters[key]
+                                                  for key in self.PARAMETER_NDIMS})
             for key, value in converted.items():
                 setattr(self, f"_{key}", value)
             super().__init__(

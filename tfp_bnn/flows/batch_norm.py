@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn.flows import _common
 
 
@@ -37,12 +38,8 @@ class BatchNormFlow(_common.FlowBijector):
     def __init__(self, mean, variance, log_scale, shift, epsilon=1e-3, validate_args=False,
                  name="batch_norm_flow"):
         parameters = dict(locals())
-        epsilon = float(epsilon)
-        if not epsilon > 0.0:
-            raise ValueError(f"`epsilon` must be > 0, got {epsilon!r}.")
-        self._epsilon = epsilon
-        super().__init__(parameters, {"mean": mean, "variance": variance, "log_scale": log_scale,
-                                       "shift": shift}, validate_args, name)
+        self._epsilon = check.positive("epsilon", epsilon)
+        super().__init__(parameters)
 
     def _log_multiplier(self):
         """log of the element-wise slope exp(log_scale) / sqrt(variance + epsilon)."""

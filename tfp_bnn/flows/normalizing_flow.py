@@ -1,13 +1,11 @@
 """The Keras layer that owns the parameters of a chain of flows."""
 
-import math
-import numbers
-
 import keras
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation as check
 from tfp_bnn.flows import _common
 from tfp_bnn.flows.batch_norm import BatchNormFlow
 from tfp_bnn.flows.planar import Planar
@@ -28,14 +26,6 @@ DEFAULT_SYLVESTER_RANK = 16
 _INIT_STDDEV = 0.01
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def flow_names(flows, length=None):
     """The list of step names that `flows` and `length` describe.
 
@@ -47,8 +37,7 @@ def flow_names(flows, length=None):
     Raises:
         ValueError naming `flows` or `length`.
     """
-    if length is not None and (not _is_int(length) or length < 0):
-        raise ValueError(f"`length` must be an int >= 0 or None, got {length!r}.")
+    length = check.integer("length", length, minimum=0, allow_none=True)
     if isinstance(flows, str):
         flows = [flows]
     elif isinstance(flows, (list, tuple)) and all(isinstance(f, str) for f in flows):
@@ -65,15 +54,6 @@ def flow_names(flows, length=None):
     if length > 0 and not flows:
         raise ValueError(f"`flows` is empty but `length`={length}: no step to repeat.")
     return [flows[k % len(flows)] for k in range(length)]
-
-
-def check_sylvester_rank(sylvester_rank):
-    """Validates `sylvester_rank` (None or an int >= 1) and returns it."""
-    if sylvester_rank is not None and (not _is_int(sylvester_rank) or sylvester_rank < 1):
-        raise ValueError(
-            f"`sylvester_rank` must be an int >= 1 or None, got {sylvester_rank!r}."
-        )
-    return None if sylvester_rank is None else int(sylvester_rank)
 
 
 class _PlanarUInitializer(keras.initializers.Initializer):
@@ -153,21 +133,18 @@ class NormalizingFlow(keras.layers.Layer):
     def __init__(self, flows="planar", length=None, sylvester_rank=None, momentum=0.99,
                  epsilon=1e-3, seed=None, **kwargs):
         names = flow_names(flows, length)
-        sylvester_rank = check_sylvester_rank(sylvester_rank)
-        if not (_is_real(momentum) and 0.0 <= momentum < 1.0):
-            raise ValueError(f"`momentum` must be a number in [0, 1), got {momentum!r}.")
-        if not (_is_real(epsilon) and math.isfinite(epsilon) and epsilon > 0.0):
-            raise ValueError(f"`epsilon` must be a finite number > 0, got {epsilon!r}.")
-        if seed is not None and (not _is_int(seed) or seed < 0):
-            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+        sylvester_rank = check.integer("sylvester_rank", sylvester_rank, allow_none=True)
+        momentum = check.number("momentum", momentum, low=0.0, high=1.0, high_open=True)
+        epsilon = check.positive("epsilon", epsilon)
+        seed = check.integer("seed", seed, minimum=0, allow_none=True)
         super().__init__(**kwargs)
         self.flows = flows if isinstance(flows, str) else list(flows)
         self.length = None if length is None else int(length)
         self.step_names = names  # the resolved list of steps, in application order
         self.sylvester_rank = sylvester_rank
-        self.momentum = float(momentum)
-        self.epsilon = float(epsilon)
-        self.seed = None if seed is None else int(seed)
+        self.momentum = momentum
+        self.epsilon = epsilon
+        self.seed = seed
         self.steps = []  # one dict of variables per step
 
     # -- construction ---------------------------------------------------------

@@ -37,8 +37,7 @@ class Planar(_common.FlowBijector):
     PARAMETER_NDIMS = {"w": 1, "u": 1, "b": 0}
 
     def __init__(self, w, u, b, validate_args=False, name="planar"):
-        parameters = dict(locals())
-        super().__init__(parameters, {"w": w, "u": u, "b": b}, validate_args, name)
+        super().__init__(dict(locals()))
 
     @property
     def w(self):

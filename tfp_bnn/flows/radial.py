@@ -42,8 +42,7 @@ class Radial(_common.FlowBijector):
     PARAMETER_NDIMS = {"z0": 1, "alpha_raw": 0, "beta_raw": 0}
 
     def __init__(self, z0, alpha_raw, beta_raw, validate_args=False, name="radial"):
-        parameters = dict(locals())
-        super().__init__(parameters, {"z0": z0, "alpha_raw": alpha_raw, "beta_raw": beta_raw}, validate_args, name)
+        super().__init__(dict(locals()))
 
     @property
     def z0(self):

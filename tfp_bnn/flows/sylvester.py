@@ -69,9 +69,7 @@ class Sylvester(_common.FlowBijector):
 
     def __init__(self, householder, r_raw, r_tilde_raw, b, validate_args=False,
                  name="sylvester"):
-        parameters = dict(locals())
-        super().__init__(parameters, {"householder": householder, "r_raw": r_raw, "r_tilde_raw": r_tilde_raw,
-                                       "b": b}, validate_args, name)
+        super().__init__(dict(locals()))
 
     def q(self):
         """[D, M] with orthonormal columns."""

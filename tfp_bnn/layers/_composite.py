@@ -9,15 +9,13 @@ passed through to the sublayers (with the messages `BayesianLayer` gives),
 derives the sublayers' seeds and holds the training-only dropout.
 """
 
-import math
-import numbers
-
 import tensorflow as tf
 
+from tfp_bnn import _validation
 from tfp_bnn import noise
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
-from tfp_bnn.layers.base import KL_ESTIMATORS
+from tfp_bnn.layers._variational_kl import check_kl_estimator
 from tfp_bnn.layers.dense_flipout import DenseFlipout
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 
@@ -29,31 +27,9 @@ ESTIMATORS = {"reparameterization": DenseReparameterization, "flipout": DenseFli
 SEED_STRIDE = 4
 
 
-def positive_int(name, value, allow_none=False):
-    """`value` if it is a positive int (or None when allowed), else ValueError."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
-
-
-def dropout_rate(name, value):
-    """`value` as a float if it is a number in [0, 1), else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-        math.isfinite(value) and 0 <= value < 1
-    ):
-        raise ValueError(f"`{name}` must be a number in [0, 1), got {value!r}.")
-    return float(value)
-
-
 def dense_class(estimator):
     """The variational Dense class for `estimator`."""
-    if estimator not in ESTIMATORS:
-        raise ValueError(
-            f"`estimator` must be one of {sorted(ESTIMATORS)}, got {estimator!r}."
-        )
-    return ESTIMATORS[estimator]
+    return ESTIMATORS[_validation.one_of("estimator", estimator, ESTIMATORS)]
 
 
 def variational_arguments(estimator, posterior, prior, kl_weight, kl_estimator,
@@ -71,32 +47,16 @@ def variational_arguments(estimator, posterior, prior, kl_weight, kl_estimator,
             f"`estimator`='flipout' needs a location-scale `posterior` (e.g. "
             f"MeanFieldNormal), got {posterior!r}."
         )
-    if kl_weight is not None:
-        kl_weight = float(kl_weight)
-        if not math.isfinite(kl_weight) or kl_weight < 0:
-            raise ValueError(
-                f"`kl_weight` must be a finite number >= 0 or None, got {kl_weight!r}."
-            )
-    if kl_estimator not in KL_ESTIMATORS:
-        raise ValueError(
-            f"`kl_estimator` must be one of {KL_ESTIMATORS}, got {kl_estimator!r}."
-        )
-    if kl_estimator == "analytic" and not prior.has_analytic_kl:
-        raise ValueError(
-            f"`kl_estimator`='analytic' needs a prior with a closed-form KL; {prior!r} has "
-            "none. Use kl_estimator='mc' or 'auto'."
-        )
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
-    ):
-        raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
+    kl_weight = _validation.number("kl_weight", kl_weight, low=0.0, allow_none=True)
+    check_kl_estimator(kl_estimator, prior)
+    seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
     return {
         "posterior": posterior,
         "prior": prior,
         "kl_weight": kl_weight,
         "kl_estimator": kl_estimator,
         "bayesian_bias": bool(bayesian_bias),
-        "seed": None if seed is None else int(seed),
+        "seed": seed,
     }
 
 

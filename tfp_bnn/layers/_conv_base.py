@@ -1,34 +1,25 @@
-"""Shape handling shared by the variational 1-D, 2-D and 3-D convolution layers."""
+"""What the variational 1-D, 2-D and 3-D convolution layers share.
+
+`BayesianConvBase` holds the arguments and shapes of `keras.layers.Conv{rank}D`;
+`ConvFlipout` and `ConvReparameterization` add the estimator. A public
+convolution layer only sets `rank` (and its docstring).
+"""
 
 import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.dense_flipout import flipout_call
+from tfp_bnn.layers.dense_reparameterization import reparameterization_call
 from tfp_bnn.layers._shapes import ConvShapes
-from tfp_bnn.layers._shapes import conv_arguments
 
 
 class BayesianConvBase(ConvShapes, BayesianLayer):
     """A `BayesianLayer` with the arguments and shapes of `keras.layers.Conv{rank}D`.
 
     Subclasses set the class attribute `rank` (1, 2 or 3 spatial dimensions)
-    and say which estimator `_variational_call` uses.
+    and say which estimator `_variational_call` uses (see `ConvFlipout`,
+    `ConvReparameterization`).
     """
-
-    def __init__(
-        self,
-        filters,
-        kernel_size,
-        strides=1,
-        padding="valid",
-        data_format=None,
-        dilation_rate=1,
-        groups=1,
-        **kwargs,
-    ):
-        arguments = conv_arguments(self.rank, filters, kernel_size, strides, padding,
-                                   data_format, dilation_rate, groups)
-        super().__init__(**kwargs)
-        self._set_conv_arguments(arguments)
 
     def build(self, input_shape):
         kernel_shape, bias_shape, _ = self._conv_shapes(input_shape)
@@ -39,6 +30,22 @@ class BayesianConvBase(ConvShapes, BayesianLayer):
         if self.data_format == "channels_last":
             return super()._sampled_bias_shape(rank, num_samples)
         return [num_samples, 1, -1] + [1] * (rank - 3)
+
+
+class ConvReparameterization(BayesianConvBase):
+    """A convolution whose kernel is sampled once per call (seed 002, sec. 3.2)."""
+
+    def _variational_call(self, inputs, training):
+        return reparameterization_call(self, inputs, training)
+
+
+class ConvFlipout(BayesianConvBase):
+    """A convolution with Flipout weight noise (Wen et al., 2018)."""
+
+    requires_location_scale = True
+
+    def _variational_call(self, inputs, training):
+        return flipout_call(self, inputs, training, self._flipout_sign_shapes)
 
     def _flipout_sign_shapes(self, inputs, outputs):
         # One sign per example and channel, shared over positions, so each

@@ -4,21 +4,10 @@ import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers._shapes import DenseShapes
-from tfp_bnn.layers._shapes import check_units
 
 
 class BayesianDenseBase(DenseShapes, BayesianLayer):
-    """A `BayesianLayer` with the shapes and arguments of `keras.layers.Dense`.
-
-    Acts on the last axis of inputs of rank >= 2, like `keras.layers.Dense`.
-    """
-
-    def __init__(self, units, **kwargs):
-        check_units(units)
-        super().__init__(**kwargs)
-        self._set_units(units)
-        # As keras.layers.Dense: acts per position, so a sequence mask passes through.
-        self.supports_masking = True
+    """A `BayesianLayer` with the shapes and arguments of `keras.layers.Dense`."""
 
     def build(self, input_shape):
         kernel_shape, bias_shape, _ = self._dense_shapes(input_shape)

@@ -11,6 +11,8 @@ config entries. Each layer class lists the mixin before its Keras base.
 import keras
 from keras import ops
 
+from tfp_bnn import _validation
+
 
 def set_weight_arguments(layer, activation=None, use_bias=True,
                          kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -41,12 +43,6 @@ def weight_arguments_config(layer):
     }
 
 
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
-
-
 def fix_last_dim(layer, input_shape):
     """The last input dimension, which must be known; pins it in `layer.input_spec`."""
     input_dim = input_shape[-1]
@@ -60,11 +56,19 @@ def fix_last_dim(layer, input_shape):
 
 
 class DenseShapes:
-    """`keras.layers.Dense`'s units, kernel shape and output shape."""
+    """`keras.layers.Dense`'s units, kernel shape and output shape.
 
-    def _set_units(self, units):
+    Acts on the last axis of inputs of rank >= 2, like `keras.layers.Dense`.
+    """
+
+    def __init__(self, units, **kwargs):
+        # Checked before the layer family's __init__ runs with the other arguments.
+        units = _validation.integer("units", units)
+        super().__init__(**kwargs)
         self.units = units
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
+        # As keras.layers.Dense: acts per position, so a sequence mask passes through.
+        self.supports_masking = True
 
     def _dense_shapes(self, input_shape):
         """(kernel shape, bias shape, input dim) for `input_shape`."""
@@ -87,28 +91,19 @@ class DenseShapes:
         return config
 
 
-def check_units(units):
-    """Validates Dense's `units` (before the Keras layer is initialised)."""
-    return _positive_int("units", units)
-
-
 def _int_tuple(name, value, rank):
-    """`value` as a tuple of `rank` positive ints (an int is repeated)."""
+    """`value` as a tuple of `rank` positive ints (an int is repeated), as Keras takes it."""
     given = value
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value,) * rank
     try:
-        value = tuple(value)
-    except TypeError:
-        value = ()
-    if len(value) != rank or any(
-        isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value
-    ):
-        raise ValueError(
-            f"`{name}` must be a positive int or a tuple of {rank} positive ints, "
-            f"got {given!r}."
-        )
-    return value
+        values = _validation.integers(name, value)
+    except ValueError:  # one message for the whole tuple, which names the argument
+        values = ()
+    if len(values) != rank:
+        raise ValueError(f"`{name}` must be a positive int or a tuple of {rank} positive ints, "
+                         f"got {given!r}.")
+    return values
 
 
 def conv_output_length(length, kernel, stride, dilation, padding):
@@ -124,8 +119,8 @@ def conv_output_length(length, kernel, stride, dilation, padding):
 
 def conv_arguments(rank, filters, kernel_size, strides=1, padding="valid", data_format=None,
                    dilation_rate=1, groups=1):
-    """Validated `keras.layers.Conv{rank}D` arguments as a dict (for `ConvShapes`)."""
-    _positive_int("filters", filters)
+    """Validated `keras.layers.Conv{rank}D` arguments as a dict."""
+    filters = _validation.integer("filters", filters)
     kernel_size = _int_tuple("kernel_size", kernel_size, rank)
     strides = _int_tuple("strides", strides, rank)
     dilation_rate = _int_tuple("dilation_rate", dilation_rate, rank)
@@ -140,26 +135,15 @@ def conv_arguments(rank, filters, kernel_size, strides=1, padding="valid", data_
             "`strides` > 1 is not compatible with `dilation_rate` > 1, got "
             f"strides={strides}, dilation_rate={dilation_rate}."
         )
-    _positive_int("groups", groups)
+    groups = _validation.integer("groups", groups)
     if filters % groups:
         raise ValueError(f"`filters` ({filters}) must be divisible by `groups` ({groups}).")
     if data_format is None:
         data_format = keras.config.image_data_format()
-    if data_format not in ("channels_last", "channels_first"):
-        raise ValueError(
-            "`data_format` must be 'channels_last', 'channels_first' or None, "
-            f"got {data_format!r}."
-        )
+    _validation.one_of("data_format", data_format, ("channels_last", "channels_first"))
     return {"filters": filters, "kernel_size": kernel_size, "strides": strides,
             "padding": padding.lower(), "data_format": data_format,
             "dilation_rate": dilation_rate, "groups": groups}
-
-
-def conv2d_arguments(filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
-                     dilation_rate=(1, 1), groups=1):
-    """Validated `keras.layers.Conv2D` arguments as a dict (for `Conv2DShapes`)."""
-    return conv_arguments(2, filters, kernel_size, strides, padding, data_format,
-                          dilation_rate, groups)
 
 
 class ConvShapes:
@@ -169,6 +153,13 @@ class ConvShapes:
     """
 
     rank = None
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                 dilation_rate=1, groups=1, **kwargs):
+        arguments = conv_arguments(self.rank, filters, kernel_size, strides, padding,
+                                   data_format, dilation_rate, groups)
+        super().__init__(**kwargs)
+        self._set_conv_arguments(arguments)
 
     def _set_conv_arguments(self, arguments):
         for name, value in arguments.items():

@@ -20,6 +20,8 @@ once per chunk of inputs.
 import contextlib
 import threading
 
+from tfp_bnn import _validation
+
 _FLAGS = threading.local()
 
 
@@ -63,9 +65,7 @@ class SampleContext:
     """
 
     def __init__(self, num_samples, draws=None):
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"`num_samples` must be an int >= 1, got {num_samples!r}.")
-        self.num_samples = num_samples
+        self.num_samples = _validation.integer("num_samples", num_samples)
         self.draws = dict(draws or {})
 
 

@@ -1,12 +1,11 @@
 """Layer normalization whose gain and shift are random variables."""
 
-import math
-import numbers
-
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.dense_reparameterization import reparameterization_call
 from tfp_bnn.layers._shapes import fix_last_dim
 
 
@@ -66,17 +65,13 @@ class BayesianLayerNormalization(BayesianLayer):
             raise ValueError(
                 f"`axis` must be -1 (normalisation over the last axis), got {axis!r}."
             )
-        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not (
-            math.isfinite(epsilon) and epsilon > 0
-        ):
-            raise ValueError(f"`epsilon` must be a finite number > 0, got {epsilon!r}.")
-        if not isinstance(center, bool):
-            raise ValueError(f"`center` must be True or False, got {center!r}.")
+        epsilon = _validation.positive("epsilon", epsilon)
+        center = _validation.boolean("center", center)
         super().__init__(activation=None, use_bias=center, kernel_initializer=kernel_initializer,
                          bias_initializer=bias_initializer, bayesian_bias=bayesian_bias,
                          **kwargs)
         self.axis = -1
-        self.epsilon = float(epsilon)
+        self.epsilon = epsilon
         self.center = center
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
         # As keras.layers.LayerNormalization: per position, the mask passes through.
@@ -98,7 +93,7 @@ class BayesianLayerNormalization(BayesianLayer):
         return self._normalize(inputs) * kernel
 
     def _variational_call(self, inputs, training):
-        return self._reparameterization_call(inputs, training)
+        return reparameterization_call(self, inputs, training)
 
     def _apply_sampled_kernels(self, sliced, kernels):
         # [S, B, ..., d] inputs, [S, d] gains: gain s scales slice s.

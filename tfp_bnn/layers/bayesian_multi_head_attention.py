@@ -10,6 +10,7 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask
 from keras.src.backend.common.masking import set_keras_mask
 
+from tfp_bnn import _validation
 from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers._shapes import set_weight_arguments
@@ -147,14 +148,13 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
                  activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
                  estimator="reparameterization", posterior=None, prior=None, kl_weight=None,
                  kl_estimator="auto", bayesian_bias=False, seed=None, **kwargs):
-        self.num_heads = _composite.positive_int("num_heads", num_heads)
-        self.key_dim = _composite.positive_int("key_dim", key_dim)
-        self.value_dim = _composite.positive_int("value_dim", value_dim, allow_none=True)
+        self.num_heads = _validation.integer("num_heads", num_heads)
+        self.key_dim = _validation.integer("key_dim", key_dim)
+        self.value_dim = _validation.integer("value_dim", value_dim, allow_none=True)
         self.value_dim = self.value_dim or self.key_dim
         self._value_dim_arg = value_dim
-        self.dropout = _composite.dropout_rate("dropout", dropout)
-        self.output_units = _composite.positive_int("output_shape", output_shape,
-                                                   allow_none=True)
+        self.dropout = _validation.number("dropout", dropout, low=0, high=1, high_open=True)
+        self.output_units = _validation.integer("output_shape", output_shape, allow_none=True)
         self.estimator = estimator
         variational = _composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)

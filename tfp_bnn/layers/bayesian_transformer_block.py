@@ -1,11 +1,10 @@
 """A post-norm transformer encoder block whose weights are Gaussian."""
 
-import math
-import numbers
 
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _validation
 from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
@@ -77,16 +76,12 @@ class BayesianTransformerBlock(keras.layers.Layer):
                  epsilon=1e-3, estimator="reparameterization", posterior=None, prior=None,
                  kl_weight=None, kl_estimator="auto", bayesian_bias=False, seed=None,
                  **kwargs):
-        self.num_heads = _composite.positive_int("num_heads", num_heads)
-        self.ff_dim = _composite.positive_int("ff_dim", ff_dim)
-        self._key_dim_arg = _composite.positive_int("key_dim", key_dim, allow_none=True)
-        self.value_dim = _composite.positive_int("value_dim", value_dim, allow_none=True)
-        self.dropout = _composite.dropout_rate("dropout", dropout)
-        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not (
-            math.isfinite(epsilon) and epsilon > 0
-        ):
-            raise ValueError(f"`epsilon` must be a finite number > 0, got {epsilon!r}.")
-        self.epsilon = float(epsilon)
+        self.num_heads = _validation.integer("num_heads", num_heads)
+        self.ff_dim = _validation.integer("ff_dim", ff_dim)
+        self._key_dim_arg = _validation.integer("key_dim", key_dim, allow_none=True)
+        self.value_dim = _validation.integer("value_dim", value_dim, allow_none=True)
+        self.dropout = _validation.number("dropout", dropout, low=0, high=1, high_open=True)
+        self.epsilon = _validation.positive("epsilon", epsilon)
         self.estimator = estimator
         variational = _composite.variational_arguments(
             estimator, posterior, prior, kl_weight, kl_estimator, bayesian_bias, seed)

@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers._conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import ConvFlipout
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv1DFlipout(BayesianConvBase):
+class Conv1DFlipout(ConvFlipout):
     """1-D convolution with Flipout weight noise (Wen et al., 2018).
 
     Keras 3 counterpart of TFP's `Convolution1DFlipout` (tf_keras only):
@@ -39,13 +39,6 @@ class Conv1DFlipout(BayesianConvBase):
     """
 
     rank = 1
-
-    def __init__(self, filters, kernel_size, **kwargs):
-        super().__init__(filters, kernel_size, **kwargs)
-        self._require_location_scale()
-
-    def _variational_call(self, inputs, training):
-        return self._flipout_call(inputs, training)
 
 
 # TFP's class name, so that `tfp.layers.Convolution1DFlipout` ports by import alone.

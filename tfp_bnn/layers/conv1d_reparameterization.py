@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers._conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import ConvReparameterization
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv1DReparameterization(BayesianConvBase):
+class Conv1DReparameterization(ConvReparameterization):
     """1-D convolution whose kernel is a random variable.
 
     Keras 3 counterpart of TFP's `Convolution1DReparameterization` (tf_keras
@@ -35,9 +35,6 @@ class Conv1DReparameterization(BayesianConvBase):
     """
 
     rank = 1
-
-    def _variational_call(self, inputs, training):
-        return self._reparameterization_call(inputs, training)
 
 
 # TFP's class name, so that `tfp.layers.Convolution1DReparameterization` ports by import alone.

@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers._conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import ConvFlipout
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv2DFlipout(BayesianConvBase):
+class Conv2DFlipout(ConvFlipout):
     """2-D convolution with Flipout weight noise (Wen et al., 2018).
 
     Keras 3 counterpart of TFP's `Convolution2DFlipout` (tf_keras only):
@@ -37,13 +37,6 @@ class Conv2DFlipout(BayesianConvBase):
     """
 
     rank = 2
-
-    def __init__(self, filters, kernel_size, **kwargs):
-        super().__init__(filters, kernel_size, **kwargs)
-        self._require_location_scale()
-
-    def _variational_call(self, inputs, training):
-        return self._flipout_call(inputs, training)
 
 
 # TFP's class name, so that `tfp.layers.Convolution2DFlipout` ports by import alone.

@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers._conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import ConvReparameterization
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv2DReparameterization(BayesianConvBase):
+class Conv2DReparameterization(ConvReparameterization):
     """2-D convolution whose kernel is a random variable.
 
     Keras 3 counterpart of TFP's `Convolution2DReparameterization` (tf_keras only). Each
@@ -33,9 +33,6 @@ class Conv2DReparameterization(BayesianConvBase):
     """
 
     rank = 2
-
-    def _variational_call(self, inputs, training):
-        return self._reparameterization_call(inputs, training)
 
 
 # TFP's class name, so that `tfp.layers.Convolution2DReparameterization` ports by import alone.

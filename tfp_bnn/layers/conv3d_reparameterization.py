@@ -2,11 +2,11 @@
 
 import keras
 
-from tfp_bnn.layers._conv_base import BayesianConvBase
+from tfp_bnn.layers._conv_base import ConvReparameterization
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class Conv3DReparameterization(BayesianConvBase):
+class Conv3DReparameterization(ConvReparameterization):
     """3-D convolution whose kernel is a random variable.
 
     Keras 3 counterpart of TFP's `Convolution3DReparameterization` (tf_keras
@@ -34,9 +34,6 @@ class Conv3DReparameterization(BayesianConvBase):
     """
 
     rank = 3
-
-    def _variational_call(self, inputs, training):
-        return self._reparameterization_call(inputs, training)
 
 
 # TFP's class name, so that `tfp.layers.Convolution3DReparameterization` ports by import alone.

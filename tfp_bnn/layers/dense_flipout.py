@@ -1,8 +1,38 @@
 """Dense layer with Flipout: decorrelated weight noise per example."""
 
 import keras
+import tensorflow as tf
 
+from tfp_bnn import noise
 from tfp_bnn.layers._dense_base import BayesianDenseBase
+
+
+def signs_per_position(inputs, outputs):
+    """Shapes of Flipout's input and output sign tensors: one sign per entry."""
+    return tf.shape(inputs), tf.shape(outputs)
+
+
+def flipout_call(layer, inputs, training, sign_shapes=signs_per_position):
+    """y = x (*) loc + ((x * s) (*) delta) * r, delta = scale * eps (Wen et al. 2018).
+
+    (*) is the layer's matmul or convolution; `sign_shapes(inputs, outputs)`
+    gives the shapes of the random sign tensors s and r (per position for
+    Dense, per example and channel for Conv). Used by every Flipout layer.
+    """
+    dtype = layer.compute_dtype
+    noise_scale = layer._noise_scale(training)
+    seeds = layer._call_seeds()
+    draw = layer._draw(layer.kernel_params, seeds[0])
+    loc, _ = layer.posterior.loc_scale(draw.prepared)
+    outputs = layer._apply_kernel(inputs, tf.cast(loc, dtype))
+    in_shape, out_shape = sign_shapes(inputs, outputs)
+    sign_in = noise.signs(in_shape, dtype, seeds[2])
+    sign_out = noise.signs(out_shape, dtype, seeds[3])
+    perturbation = layer._apply_kernel(inputs * sign_in, draw.perturbation) * sign_out
+    outputs = outputs + layer._scaled(perturbation, noise_scale)
+    bias, bias_draw = layer._bias_value(noise_scale, seeds[1])
+    layer._add_kl(inputs, training, draw, bias_draw)
+    return layer._finish(outputs, bias)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -41,9 +71,7 @@ class DenseFlipout(BayesianDenseBase):
     ...                           DenseFlipout(1)])
     """
 
-    def __init__(self, units, **kwargs):
-        super().__init__(units, **kwargs)
-        self._require_location_scale()
+    requires_location_scale = True
 
     def _variational_call(self, inputs, training):
-        return self._flipout_call(inputs, training)
+        return flipout_call(self, inputs, training)

@@ -58,9 +58,7 @@ class DenseLocalReparameterization(BayesianDenseBase):
     >>> layer = DenseLocalReparameterization(4, kl_weight=1 / 1000, seed=0)
     """
 
-    def __init__(self, units, **kwargs):
-        super().__init__(units, **kwargs)
-        self._require_location_scale()
+    requires_location_scale = True
 
     def predictive_samples(self, num_samples):
         """Nothing to draw ahead: the noise is per output, drawn in the call."""

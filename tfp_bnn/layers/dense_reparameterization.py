@@ -1,8 +1,26 @@
 """Dense layer with a sampled kernel: the reparameterization estimator."""
 
 import keras
+import tensorflow as tf
 
 from tfp_bnn.layers._dense_base import BayesianDenseBase
+
+
+def reparameterization_call(layer, inputs, training):
+    """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2).
+
+    y = activation(x (*) w + b) with w = mean + perturbation, (*) the layer's
+    matmul or convolution; adds kl_weight * KL at that sample. Used by every
+    reparameterization layer (Dense and Conv1D/2D/3D).
+    """
+    noise_scale = layer._noise_scale(training)
+    seeds = layer._call_seeds()
+    draw = layer._draw(layer.kernel_params, seeds[0])
+    mean = tf.cast(layer.posterior.mean(draw.prepared), layer.compute_dtype)
+    kernel = mean + layer._scaled(draw.perturbation, noise_scale)
+    bias, bias_draw = layer._bias_value(noise_scale, seeds[1])
+    layer._add_kl(inputs, training, draw, bias_draw)
+    return layer._finish(layer._apply_kernel(inputs, kernel), bias)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -35,4 +53,4 @@ class DenseReparameterization(BayesianDenseBase):
     """
 
     def _variational_call(self, inputs, training):
-        return self._reparameterization_call(inputs, training)
+        return reparameterization_call(self, inputs, training)

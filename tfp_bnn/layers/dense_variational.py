@@ -5,9 +5,10 @@ import math
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _validation
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
-from tfp_bnn.layers.base import _float32_variables
+from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 # Arguments of other tfp_bnn layers or of TFP's layer that this one replaces.
@@ -163,8 +164,7 @@ class DenseVariational(BayesianDenseBase):
                     f"`{name}` is not an argument of DenseVariational: {advice}; "
                     f"got {name}={kwargs[name]!r}."
                 )
-        if not isinstance(kl_use_exact, bool):
-            raise ValueError(f"`kl_use_exact` must be True or False, got {kl_use_exact!r}.")
+        kl_use_exact = _validation.boolean("kl_use_exact", kl_use_exact)
         prior = priors_lib.get(prior)
         if kl_use_exact and not prior.has_analytic_kl:
             raise ValueError(
@@ -207,7 +207,7 @@ class DenseVariational(BayesianDenseBase):
 
     def predictive_samples(self, num_samples):
         """S samples of w split as (kernels [S, in, units], biases [S, units] or None)."""
-        with _float32_variables():
+        with float32_variables():
             weights = self._sample_n(self.kernel_params, num_samples, self._call_seeds()[0],
                                      self._noise_scale(False))
         return self._joint.split(weights)
@@ -215,7 +215,7 @@ class DenseVariational(BayesianDenseBase):
     def posterior_moments(self):
         """(kernel_loc, kernel_var, bias_loc, bias_var) of a location-scale posterior."""
         self._require_location_scale()
-        with _float32_variables():
+        with float32_variables():
             off = tf.cast(self._noise_scale(False), "float32")
             loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.kernel_params))
             kernel_loc, bias_loc = self._joint.split(tf.cast(loc, "float32"))

@@ -4,27 +4,32 @@ import math
 
 import keras
 import tensorflow as tf
+import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn import noise
 from tfp_bnn.distributions.carrier import attach
+
+tfd = tfp.distributions
 
 CONVERT_TO_TENSOR_FNS = ("sample", "mean", "mode")
 
 
 def check_event_shape(event_shape, argument="event_shape"):
     """`event_shape` as a tuple of positive ints (an int n means (n,))."""
-    if isinstance(event_shape, (int,)) and not isinstance(event_shape, bool):
+    if isinstance(event_shape, int) and not isinstance(event_shape, bool):
         event_shape = (event_shape,)
     try:
-        shape = tuple(event_shape)
-    except TypeError:
-        shape = None
-    if shape is None or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
-    ):
+        return tuple(_validation.integer(argument, d) for d in event_shape)
+    except (TypeError, ValueError):  # one message for the whole shape
         raise ValueError(f"`{argument}` must be a positive int or a tuple of positive ints, "
-                         f"got {event_shape!r}.")
-    return tuple(int(d) for d in shape)
+                         f"got {event_shape!r}.") from None
+
+
+def independent(distribution, event_shape, validate_args):
+    """`distribution` with its last len(event_shape) batch axes made the event."""
+    return tfd.Independent(distribution, reinterpreted_batch_ndims=len(event_shape),
+                           validate_args=validate_args)
 
 
 def _default_dtype(kwargs):
@@ -98,9 +103,7 @@ class DistributionLambda(keras.layers.Layer):
             raise ValueError("`convert_to_tensor_fn` must be 'sample', 'mean', 'mode' or a "
                              f"callable distribution -> tensor, got {convert_to_tensor_fn!r}.")
         self.convert_to_tensor_fn = convert_to_tensor_fn
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
-        self.seed = seed
+        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
         self.seed_generator = (keras.random.SeedGenerator(seed)
                                if convert_to_tensor_fn == "sample" else None)
 
@@ -151,10 +154,16 @@ class DistributionLambda(keras.layers.Layer):
 class EventShapeDistribution(DistributionLambda):
     """A `DistributionLambda` of a fixed family and event shape (TFP's named layers).
 
-    Subclasses define `new(params, event_shape, validate_args)` and
-    `params_size(event_shape)` as static methods, as TFP's layers do, and
-    the layer checks that its input's last axis has `params_size` values.
+    Subclasses define `new(params, event_shape, validate_args)` and, when a
+    distribution takes more than one parameter per element,
+    `params_size(event_shape)` as static methods, as TFP's layers do; the
+    layer checks that its input's last axis has `params_size` values.
     """
+
+    @staticmethod
+    def params_size(event_shape=()):
+        """prod(event_shape): one parameter per element of the event."""
+        return EventShapeDistribution._size(check_event_shape(event_shape))
 
     def __init__(self, event_shape=(), convert_to_tensor_fn="sample", validate_args=False,
                  **kwargs):
@@ -192,4 +201,31 @@ class EventShapeDistribution(DistributionLambda):
     def get_config(self):
         config = super().get_config()
         config.update({"event_shape": self.event_shape, "validate_args": self.validate_args})
+        return config
+
+
+class EventSizeDistribution(EventShapeDistribution):
+    """An `EventShapeDistribution` over vectors, sized by `event_size` as in TFP
+    (`MultivariateNormalTriL`, `OneHotCategorical`).
+
+    Subclasses may raise `min_event_size`.
+    """
+
+    min_event_size = 1
+
+    def __init__(self, event_size, convert_to_tensor_fn="sample", validate_args=False,
+                 **kwargs):
+        kwargs.pop("event_shape", None)
+        (size,) = check_event_shape(event_size, "event_size")
+        _validation.integer("event_size", size, minimum=self.min_event_size)
+        super().__init__((size,), convert_to_tensor_fn, validate_args, **kwargs)
+        self.event_size = size
+
+    def _params_size_arguments(self):
+        return (self.event_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("event_shape")
+        config["event_size"] = self.event_size
         return config

@@ -16,11 +16,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _validation
 from tfp_bnn import noise
 
-from tfp_bnn.layers.heteroscedastic_regression import _make_projection
-from tfp_bnn.layers.heteroscedastic_regression import _projection_kwargs_config
-from tfp_bnn.layers.heteroscedastic_regression import _split_layer_kwargs
+from tfp_bnn.layers import _projection_head
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -95,27 +94,18 @@ class HeteroscedasticClassification(keras.layers.Layer):
 
     def __init__(self, num_classes, num_samples=100, projection="dense", seed=None,
                  return_logit_moments=False, **kwargs):
-        own, projection_kwargs = _split_layer_kwargs(kwargs)
+        own, projection_kwargs = _projection_head.split_layer_kwargs(kwargs)
         super().__init__(**own)
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"`num_classes` must be an int >= 2, got {num_classes!r}.")
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"`num_samples` must be an int >= 1, got {num_samples!r}.")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
-        if not isinstance(return_logit_moments, bool):
-            raise ValueError(
-                f"`return_logit_moments` must be a bool, got {return_logit_moments!r}."
-            )
-        self.num_classes = num_classes
-        self.num_samples = num_samples
-        self.seed = seed
-        self.return_logit_moments = return_logit_moments
+        self.num_classes = _validation.integer("num_classes", num_classes, minimum=2)
+        self.num_samples = _validation.integer("num_samples", num_samples)
+        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+        self.return_logit_moments = _validation.boolean("return_logit_moments",
+                                                        return_logit_moments)
         self.projection = projection
         inner_kwargs = dict(projection_kwargs)
         if projection in ("flipout", "reparameterization"):
             inner_kwargs["seed"] = seed
-        self.projection_layer = _make_projection(
+        self.projection_layer = _projection_head.make_projection(
             projection, 2 * num_classes, self.dtype_policy, inner_kwargs
         )
         self._projection_kwargs = projection_kwargs
@@ -171,5 +161,5 @@ class HeteroscedasticClassification(keras.layers.Layer):
                 "return_logit_moments": self.return_logit_moments,
             }
         )
-        config.update(_projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        config.update(_projection_head.projection_kwargs_config(self.projection_layer, self._projection_kwargs))
         return config

@@ -12,85 +12,14 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from tfp_bnn.layers.dense_flipout import DenseFlipout
-from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
-
-PROJECTIONS = {
-    "dense": keras.layers.Dense,
-    "flipout": DenseFlipout,
-    "reparameterization": DenseReparameterization,
-}
-
-# Arguments of the head itself; every other keyword goes to the projection.
-_BASE_LAYER_KWARGS = ("name", "dtype", "trainable")
-# Fixed by the head: the projection's width and its linear output.
-_RESERVED_PROJECTION_KWARGS = ("units", "activation")
-
-
-def _split_layer_kwargs(kwargs):
-    """Splits keyword arguments into (head's own, projection's)."""
-    own = {k: kwargs.pop(k) for k in _BASE_LAYER_KWARGS if k in kwargs}
-    for key in _RESERVED_PROJECTION_KWARGS:
-        if key in kwargs:
-            raise ValueError(
-                f"`{key}` cannot be passed to the projection of a heteroscedastic head "
-                f"(its width and linear output are fixed by the head), got {key}="
-                f"{kwargs[key]!r}."
-            )
-    return own, kwargs
-
-
-def _make_projection(projection, units, dtype, projection_kwargs):
-    """Builds the inner projection layer `projection` with `units` outputs."""
-    if not isinstance(projection, str) or projection not in PROJECTIONS:
-        raise ValueError(
-            f"`projection` must be one of {sorted(PROJECTIONS)}, got {projection!r}."
-        )
-    cls = PROJECTIONS[projection]
-    try:
-        return cls(units, name="projection", dtype=dtype, **projection_kwargs)
-    except TypeError as error:  # e.g. a keyword the layer's signature lacks
-        raise ValueError(
-            f"Bad keyword arguments {sorted(projection_kwargs)} for projection "
-            f"{projection!r} ({cls.__name__}): {error}"
-        ) from error
-
-
-def _projection_kwargs_config(layer, projection_kwargs):
-    """The projection's keyword arguments in serialized (plain) form.
-
-    The projection layer's own config already holds initializers, priors,
-    posteriors, regularizers... serialized; its value for each key the user
-    passed is what `from_config` hands back to the constructor.
-    """
-    inner = layer.get_config()
-    config = {}
-    for key, value in projection_kwargs.items():
-        if key in inner:
-            config[key] = inner[key]
-        elif value is None or isinstance(value, (bool, int, float, str)):
-            config[key] = value
-        else:
-            config[key] = keras.saving.serialize_keras_object(value)
-    return config
-
+from tfp_bnn import _validation
+from tfp_bnn.layers import _projection_head
 
 PARAMETERIZATIONS = ("scale", "log_variance")
 # sigma >= 1e-3 by default under "scale": s >= 2 log(1e-3) ~ -13.8.
 _DEFAULT_MIN_SCALE = 1e-3
 # exp(-100 / 2) ~ 2e-22: smaller floors vanish next to float32 softplus values.
 _SMALLEST_MIN_LOG_VARIANCE = -100.0
-
-
-def _check_bound(value, argument):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"`{argument}` must be a finite number or None, got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"`{argument}` must be a finite number or None, got {value!r}.")
-    return value
 
 
 def split_mean_log_variance(outputs):
@@ -208,22 +137,18 @@ class HeteroscedasticRegression(keras.layers.Layer):
 
     def __init__(self, units, projection="dense", min_log_variance=None,
                  max_log_variance=None, parameterization="scale", **kwargs):
-        own, projection_kwargs = _split_layer_kwargs(kwargs)
+        own, projection_kwargs = _projection_head.split_layer_kwargs(kwargs)
         super().__init__(**own)
         # Inputs reach the float32 projection uncast: a float16 cast of
         # finite float32 features could overflow before the head sees them.
         self.autocast = False
-        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-            raise ValueError(f"`units` must be a positive int, got {units!r}.")
-        if parameterization not in PARAMETERIZATIONS:
-            raise ValueError(
-                f"`parameterization` must be one of {PARAMETERIZATIONS}, got "
-                f"{parameterization!r}."
-            )
-        self.units = units
-        self.parameterization = parameterization
-        self.min_log_variance = _check_bound(min_log_variance, "min_log_variance")
-        self.max_log_variance = _check_bound(max_log_variance, "max_log_variance")
+        self.units = _validation.integer("units", units)
+        self.parameterization = _validation.one_of("parameterization", parameterization,
+                                                   PARAMETERIZATIONS)
+        self.min_log_variance = _validation.number("min_log_variance", min_log_variance,
+                                                   allow_none=True)
+        self.max_log_variance = _validation.number("max_log_variance", max_log_variance,
+                                                   allow_none=True)
         if (parameterization == "scale" and self.min_log_variance is not None
                 and self.min_log_variance < _SMALLEST_MIN_LOG_VARIANCE):
             raise ValueError(
@@ -242,7 +167,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
         policy = self.dtype_policy
         if policy.compute_dtype != policy.variable_dtype:
             policy = keras.DTypePolicy(policy.variable_dtype)
-        self.projection_layer = _make_projection(projection, 2 * units, policy,
+        self.projection_layer = _projection_head.make_projection(projection, 2 * units, policy,
                                                  projection_kwargs)
         self._projection_kwargs = projection_kwargs
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
@@ -303,7 +228,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
                 "parameterization": self.parameterization,
             }
         )
-        config.update(_projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        config.update(_projection_head.projection_kwargs_config(self.projection_layer, self._projection_kwargs))
         return config
 
     @classmethod

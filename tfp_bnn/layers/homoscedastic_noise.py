@@ -1,10 +1,10 @@
 """A learned noise level shared by every example: the homoscedastic head."""
 
-import math
-import numbers
 
 import keras
 from keras import ops
+
+from tfp_bnn import _validation
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -38,12 +38,8 @@ class HomoscedasticNoise(keras.layers.Layer):
 
     def __init__(self, initial_log_variance=0.0, **kwargs):
         super().__init__(**kwargs)
-        if (isinstance(initial_log_variance, bool)
-                or not isinstance(initial_log_variance, numbers.Real)
-                or not math.isfinite(initial_log_variance)):
-            raise ValueError("`initial_log_variance` must be a finite number, got "
-                             f"{initial_log_variance!r}.")
-        self.initial_log_variance = float(initial_log_variance)
+        self.initial_log_variance = _validation.number("initial_log_variance",
+                                                       initial_log_variance)
 
     def build(self, input_shape):
         units = input_shape[-1]

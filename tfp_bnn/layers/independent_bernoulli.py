@@ -6,6 +6,7 @@ import tensorflow_probability as tfp
 
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import independent
 
 tfd = tfp.distributions
 
@@ -40,13 +41,9 @@ class IndependentBernoulli(EventShapeDistribution):
     """
 
     @staticmethod
-    def params_size(event_shape=()):
-        return EventShapeDistribution._size(check_event_shape(event_shape))
-
-    @staticmethod
     def new(params, event_shape=(), validate_args=False):
         event_shape = check_event_shape(event_shape)
         logits = reshaped(params, event_shape)
-        return tfd.Independent(
+        return independent(
             tfd.Bernoulli(logits=logits, dtype=logits.dtype, validate_args=validate_args),
-            reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)
+            event_shape, validate_args)

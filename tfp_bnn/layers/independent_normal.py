@@ -6,6 +6,7 @@ import tensorflow_probability as tfp
 
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import independent
 
 tfd = tfp.distributions
 
@@ -60,6 +61,6 @@ class IndependentNormal(EventShapeDistribution):
         """The distribution for `params` (TFP's `IndependentNormal.new`)."""
         event_shape = check_event_shape(event_shape)
         loc, scale = reshaped_halves(params, event_shape)
-        return tfd.Independent(
+        return independent(
             cls.family(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),
-            reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)
+            event_shape, validate_args)

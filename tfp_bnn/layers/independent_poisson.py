@@ -5,6 +5,7 @@ import tensorflow_probability as tfp
 
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import independent
 from tfp_bnn.layers.independent_bernoulli import reshaped
 
 tfd = tfp.distributions
@@ -32,12 +33,8 @@ class IndependentPoisson(EventShapeDistribution):
     """
 
     @staticmethod
-    def params_size(event_shape=()):
-        return EventShapeDistribution._size(check_event_shape(event_shape))
-
-    @staticmethod
     def new(params, event_shape=(), validate_args=False):
         event_shape = check_event_shape(event_shape)
-        return tfd.Independent(
+        return independent(
             tfd.Poisson(log_rate=reshaped(params, event_shape), validate_args=validate_args),
-            reinterpreted_batch_ndims=len(event_shape), validate_args=validate_args)
+            event_shape, validate_args)

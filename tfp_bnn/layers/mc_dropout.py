@@ -1,12 +1,11 @@
 """Dropout that stays on at prediction: Monte Carlo dropout."""
 
-import math
-import numbers
 
 import keras
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _validation
 from tfp_bnn import noise
 
 
@@ -54,26 +53,12 @@ class MCDropout(keras.layers.Layer):
 
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not (
-            math.isfinite(rate) and 0 <= rate < 1
-        ):
-            raise ValueError(f"`rate` must be a number in [0, 1), got {rate!r}.")
+        self.rate = _validation.number("rate", rate, low=0, high=1, high_open=True)
         if noise_shape is not None:
-            noise_shape = tuple(None if d is None else d for d in noise_shape)
-            if any(d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1)
-                   for d in noise_shape):
-                raise ValueError(
-                    f"`noise_shape` entries must be positive ints or None, got {noise_shape!r}."
-                )
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
-        ):
-            raise ValueError(f"`seed` must be a non-negative int or None, got {seed!r}.")
-        self.rate = float(rate)
-        if noise_shape is not None:
-            noise_shape = tuple(None if d is None else int(d) for d in noise_shape)
+            noise_shape = tuple(_validation.integer("noise_shape", d, allow_none=True)
+                                for d in noise_shape)
         self.noise_shape = noise_shape
-        self.seed = None if seed is None else int(seed)
+        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
         self.seed_generator = keras.random.SeedGenerator(self.seed)
         # 1.0: masks at inference; 0.0: identity at inference (mean mode).
         self.sampling = self.add_weight(

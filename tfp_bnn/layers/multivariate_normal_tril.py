@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
+from tfp_bnn.layers.distribution_lambda import EventSizeDistribution
 from tfp_bnn.layers.distribution_lambda import check_event_shape
 
 tfd = tfp.distributions
@@ -13,7 +13,7 @@ tfb = tfp.bijectors
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class MultivariateNormalTriL(EventShapeDistribution):
+class MultivariateNormalTriL(EventSizeDistribution):
     """Correlated real outputs: a Normal with a learned Cholesky factor per input.
 
     Keras 3 counterpart of `tfp.layers.MultivariateNormalTriL`: the input's
@@ -35,13 +35,6 @@ class MultivariateNormalTriL(EventShapeDistribution):
     >>> head = MultivariateNormalTriL(3)   # after Dense(MultivariateNormalTriL.params_size(3))
     """
 
-    def __init__(self, event_size, convert_to_tensor_fn="sample", validate_args=False,
-                 **kwargs):
-        kwargs.pop("event_shape", None)
-        (size,) = check_event_shape(event_size, "event_size")
-        super().__init__((size,), convert_to_tensor_fn, validate_args, **kwargs)
-        self.event_size = size
-
     @staticmethod
     def params_size(event_size):
         (size,) = check_event_shape(event_size, "event_size")
@@ -56,12 +49,3 @@ class MultivariateNormalTriL(EventShapeDistribution):
         return tfd.MultivariateNormalTriL(loc=params[..., :size],
                                           scale_tril=fill(params[..., size:]),
                                           validate_args=validate_args)
-
-    def _params_size_arguments(self):
-        return (self.event_size,)
-
-    def get_config(self):
-        config = super().get_config()
-        config.pop("event_shape")
-        config["event_size"] = self.event_size
-        return config

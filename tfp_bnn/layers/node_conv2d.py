@@ -4,7 +4,6 @@ import keras
 
 from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers._shapes import Conv2DShapes
-from tfp_bnn.layers._shapes import conv2d_arguments
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -43,22 +42,6 @@ class NodeConv2D(Conv2DShapes, NodeLayer):
     ...                           NodeConv2D(16, 3, activation="relu", noise="output"),
     ...                           keras.layers.Flatten(), NodeDense(10)])
     """
-
-    def __init__(
-        self,
-        filters,
-        kernel_size,
-        strides=(1, 1),
-        padding="valid",
-        data_format=None,
-        dilation_rate=(1, 1),
-        groups=1,
-        **kwargs,
-    ):
-        arguments = conv2d_arguments(filters, kernel_size, strides, padding, data_format,
-                                     dilation_rate, groups)
-        super().__init__(**kwargs)
-        self._set_conv_arguments(arguments)
 
     def build(self, input_shape):
         kernel_shape, bias_shape, channels = self._conv_shapes(input_shape)

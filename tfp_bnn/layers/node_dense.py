@@ -4,7 +4,6 @@ import keras
 
 from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers._shapes import DenseShapes
-from tfp_bnn.layers._shapes import check_units
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -44,13 +43,6 @@ class NodeDense(DenseShapes, NodeLayer):
     ...                           NodeDense(50, activation="relu", num_components=4),
     ...                           NodeDense(1, noise="input")])
     """
-
-    def __init__(self, units, **kwargs):
-        check_units(units)
-        super().__init__(**kwargs)
-        self._set_units(units)
-        # As keras.layers.Dense: acts per position, so a sequence mask passes through.
-        self.supports_masking = True
 
     def build(self, input_shape):
         kernel_shape, bias_shape, input_dim = self._dense_shapes(input_shape)

@@ -29,6 +29,8 @@ import math
 
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import flatten_cov
@@ -197,8 +199,7 @@ def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=Non
         ValueError: naming `num_heads`, `q`, `k`, `v` or `mask`.
     """
     q, k, v = _check_qkv(q, k, v)
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"`num_heads` must be a positive int, got {num_heads!r}.")
+    num_heads = check.integer("num_heads", num_heads)
     for name, x in (("q", q), ("v", v)):
         if x.mean.shape[-1] % num_heads:
             raise ValueError(

@@ -24,6 +24,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 MODES = ("diagonal", "full")
 
 
@@ -41,15 +43,24 @@ def to_float32(x):
     return tf.convert_to_tensor(x, tf.float32)
 
 
+def vector_or_none(value, name, size):
+    """`value` as a float32 tensor of shape (size,), None for None; errors name `name`."""
+    if value is None:
+        return None
+    value = to_float32(value)
+    if value.shape != (size,):
+        raise ValueError(f"`{name}` must have shape ({size},), got {value.shape}.")
+    return value
+
+
 def check_mode(mode, name="mode"):
-    """Returns `mode` if it is one of `MODES`, else raises a ValueError."""
-    if not isinstance(mode, str) or mode not in MODES:
+    """Returns `mode` if it is one of `MODES`, else raises a ValueError naming `name`."""
+    if tf.is_tensor(mode):  # a string tensor would compare equal to its text
         raise ValueError(
-            f"`{name}` must be one of {MODES}, got {mode!r}. (A string tensor here "
-            "means a Moments was returned from a tf.function: return "
-            "`m.mean, m.cov` instead.)"
+            f"`{name}` must be one of {list(MODES)}, got a tensor: a Moments was returned "
+            "from a tf.function; return `m.mean, m.cov` instead."
         )
-    return mode
+    return check.one_of(name, mode, MODES)
 
 
 class _MomentsFields(typing.NamedTuple):

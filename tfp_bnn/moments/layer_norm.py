@@ -76,12 +76,13 @@ diagonal of full mode for a diagonal input covariance.
 
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
-from tfp_bnn.moments.linear import _vector_or_none
+from tfp_bnn.moments.gaussian import vector_or_none
 
 
 def _centred_covariance(x, tokens, width):
@@ -92,13 +93,6 @@ def _centred_covariance(x, tokens, width):
 
 
 METHODS = ("linearized", "constant")
-
-
-def check_method(method, name="method"):
-    """Returns `method` if it is one of `METHODS`, else raises a ValueError."""
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"`{name}` must be one of {METHODS}, got {method!r}.")
-    return method
 
 
 def _project_radial(cu, u, width):
@@ -195,14 +189,14 @@ def layer_norm(
     Raises:
         ValueError: naming the argument with a wrong shape or `method`.
     """
-    check_method(method)
+    check.one_of("method", method, METHODS)
     x = as_moments(x, "x")
     width = x.mean.shape[-1]
     tokens = x.mean.shape[1] if x.mean.shape.rank == 3 else 1
-    gamma_loc = _vector_or_none(gamma_loc, "gamma_loc", width)
-    gamma_var = _vector_or_none(gamma_var, "gamma_var", width)
-    beta_loc = _vector_or_none(beta_loc, "beta_loc", width)
-    beta_var = _vector_or_none(beta_var, "beta_var", width)
+    gamma_loc = vector_or_none(gamma_loc, "gamma_loc", width)
+    gamma_var = vector_or_none(gamma_var, "gamma_var", width)
+    beta_loc = vector_or_none(beta_loc, "beta_loc", width)
+    beta_var = vector_or_none(beta_var, "beta_var", width)
     if gamma_loc is None:
         gamma_loc = tf.ones([width], tf.float32)
 

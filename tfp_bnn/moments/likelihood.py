@@ -31,6 +31,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import to_float32
@@ -68,8 +70,7 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
     y = to_float32(y)
     if not y.shape.is_compatible_with(pred.mean.shape):
         raise ValueError(f"`y` of shape {y.shape} does not match the prediction {pred.mean.shape}.")
-    if not isinstance(jitter, (int, float)) or jitter < 0:
-        raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}.")
+    jitter = check.number("jitter", jitter, low=0.0)
     if pred.cov is None and isinstance(noise_variance, (int, float)) and noise_variance <= 0:
         raise ValueError(
             "`noise_variance` must be > 0 for a deterministic prediction (cov None): "
@@ -128,8 +129,7 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
         ValueError: naming `y` or `log_variance` if its shape differs from
             `mean`'s, or `jitter` if negative.
     """
-    if not isinstance(jitter, (int, float)) or jitter < 0:
-        raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}.")
+    jitter = check.number("jitter", jitter, low=0.0)
     f64 = tf.float64
     mean = tf.cast(mean, f64)
     for name, value in (("y", y), ("log_variance", log_variance)):
@@ -162,8 +162,8 @@ def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
     var = to_float32(var)
     if not var.shape.is_compatible_with(loc.shape):
         raise ValueError(f"`var` of shape {var.shape} does not match `loc` of shape {loc.shape}.")
-    if isinstance(prior_scale, (int, float)) and prior_scale <= 0:
-        raise ValueError(f"`prior_scale` must be > 0, got {prior_scale!r}.")
+    if isinstance(prior_scale, (int, float)):  # a tensor is taken as it is
+        check.positive("prior_scale", prior_scale)
     prior_var = tf.square(to_float32(prior_scale))
     ratio = var / prior_var
     return 0.5 * tf.reduce_sum(ratio + tf.square(loc) / prior_var - 1.0 - tf.math.log(ratio))

@@ -31,15 +31,7 @@ from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import to_float32
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
-
-
-def _vector_or_none(value, name, size):
-    if value is None:
-        return None
-    value = to_float32(value)
-    if value.shape != (size,):
-        raise ValueError(f"`{name}` must have shape ({size},), got {value.shape}.")
-    return value
+from tfp_bnn.moments.gaussian import vector_or_none
 
 
 def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, name=""):
@@ -69,8 +61,8 @@ def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, n
                 f"{kernel_loc.shape}, got {kernel_var.shape}."
             )
     units = kernel_loc.shape[1]
-    bias_loc = _vector_or_none(bias_loc, name + "bias_loc", units)
-    bias_var = _vector_or_none(bias_var, name + "bias_var", units)
+    bias_loc = vector_or_none(bias_loc, name + "bias_loc", units)
+    bias_var = vector_or_none(bias_var, name + "bias_var", units)
     if bias_loc is None and bias_var is not None:
         raise ValueError(f"{name}`bias_var` is given but `bias_loc` is None.")
     return kernel_loc, kernel_var, bias_loc, bias_var

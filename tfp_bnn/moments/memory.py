@@ -18,11 +18,7 @@ small multiple of it). `check_full_covariance` compares it with a budget
 before anything is allocated.
 """
 
-
-def _positive_ints(**values):
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+from tfp_bnn import _validation as check
 
 
 def full_covariance_sizes(batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim):
@@ -35,8 +31,10 @@ def full_covariance_sizes(batch, seq_len, width, num_heads, key_dim, value_dim, 
     Returns:
         dict name -> bytes (see the module docstring for the names).
     """
-    _positive_ints(batch=batch, seq_len=seq_len, width=width, num_heads=num_heads,
-                   key_dim=key_dim, value_dim=value_dim, ff_dim=ff_dim)
+    for name, value in (("batch", batch), ("seq_len", seq_len), ("width", width),
+                        ("num_heads", num_heads), ("key_dim", key_dim),
+                        ("value_dim", value_dim), ("ff_dim", ff_dim)):
+        check.integer(name, value)
     b, j, h = batch, seq_len, num_heads
     widths = (width, h * key_dim, h * value_dim, ff_dim)
     denses = (width * h * key_dim, width * h * value_dim, h * value_dim * width,
@@ -83,8 +81,7 @@ def check_full_covariance(batch, seq_len, width, num_heads, key_dim, value_dim, 
         ValueError: naming the sizes, the estimate and `max_bytes`, and
             suggesting mode="diagonal".
     """
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, float)) or max_bytes <= 0:
-        raise ValueError(f"`max_bytes` must be a positive number, got {max_bytes!r}.")
+    check.positive("max_bytes", max_bytes)
     sizes = full_covariance_sizes(batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim)
     name = max(sizes, key=sizes.get)
     if sizes[name] > max_bytes:

@@ -9,6 +9,8 @@ the covariance, averaging applies the averaging matrix on both sides.
 
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
+
 from tfp_bnn.moments.gaussian import Moments
 
 
@@ -29,9 +31,7 @@ def select_token(x: Moments, index: int = -1) -> Moments:
         index: the token, -J <= index < J (default: the last one).
     """
     num_tokens, width = _check_sequence(x, "x")
-    if isinstance(index, bool) or not isinstance(index, int) or not -num_tokens <= index < num_tokens:
-        raise ValueError(f"`index` must be an int in [{-num_tokens}, {num_tokens}), "
-                         f"got {index!r}.")
+    index = check.integer("index", index, minimum=-num_tokens, maximum=num_tokens - 1)
     index %= num_tokens
     mean = x.mean[:, index, :]
     if x.cov is None:

@@ -36,16 +36,11 @@ import math
 
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 
 METHODS = ("exact", "taylor")
-
-
-def check_method(method, name="method"):
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"`{name}` must be one of {METHODS}, got {method!r}.")
-    return method
 
 
 # Beyond |m / s| = 20 the float32 formulas below already return their limits
@@ -107,7 +102,7 @@ def relu(x: Moments, method="exact") -> Moments:
     Raises:
         ValueError: naming `method` if it is not one of `METHODS`.
     """
-    check_method(method)
+    check.one_of("method", method, METHODS)
     x = as_moments(x, "x")
     if x.cov is None:
         return Moments(tf.nn.relu(x.mean), None, x.mode)

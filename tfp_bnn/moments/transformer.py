@@ -26,11 +26,13 @@ Diagonal mode evaluates the same rules on plain tensors in one pass
 the attention weights at the mean shared by the attention and its residual
 cross term, O(J^2) softmax variances, two products per random matrix
 product instead of three. It agrees with composing the stage functions to
-float32 rounding (tests/moments/test_diagonal_reference.py) and is about
+float32 rounding (tests/integration/test_moments_diagonal_reference.py) and is about
 twice as fast under XLA.
 """
 
 import tensorflow as tf
+
+from tfp_bnn import _validation as check
 
 from tfp_bnn.moments.attention import diagonal_attention
 from tfp_bnn.moments.attention import multi_head_attention
@@ -38,14 +40,14 @@ from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import check_mode
 from tfp_bnn.moments.gaussian import to_float32
-from tfp_bnn.moments.layer_norm import check_method as check_norm_method
+from tfp_bnn.moments.layer_norm import METHODS as NORM_METHODS
 from tfp_bnn.moments.layer_norm import diagonal_layer_norm
 from tfp_bnn.moments.layer_norm import layer_norm
 from tfp_bnn.moments.linear import check_dense_params
 from tfp_bnn.moments.linear import dense
 from tfp_bnn.moments.linear import diagonal_variance as dense_variance
 from tfp_bnn.moments.memory import check_full_covariance
-from tfp_bnn.moments.relu import check_method
+from tfp_bnn.moments.relu import METHODS as RELU_METHODS
 from tfp_bnn.moments.relu import rectified_gaussian
 from tfp_bnn.moments.relu import relu as relu_moments
 from tfp_bnn.moments.residual import add
@@ -56,12 +58,6 @@ from tfp_bnn.moments.residual import feed_forward_cross_covariance
 from tfp_bnn.moments.softmax import check_mask
 
 PARAM_KEYS = ("query", "key", "value", "output", "norm1", "ffn1", "ffn2", "norm2")
-
-
-def _check_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
 
 
 def _check_params(params, width, num_heads, key_dim, value_dim):
@@ -269,11 +265,11 @@ def transformer_block(
             `attention_mask`, or a full-mode request over `max_bytes`.
     """
     check_mode(mode)
-    check_method(relu, "relu")
-    check_norm_method(layer_norm_method, "layer_norm_method")
-    num_heads = _check_int(num_heads, "num_heads")
-    key_dim = _check_int(key_dim, "key_dim")
-    value_dim = key_dim if value_dim is None else _check_int(value_dim, "value_dim")
+    check.one_of("relu", relu, RELU_METHODS)
+    check.one_of("layer_norm_method", layer_norm_method, NORM_METHODS)
+    num_heads = check.integer("num_heads", num_heads)
+    key_dim = check.integer("key_dim", key_dim)
+    value_dim = key_dim if value_dim is None else check.integer("value_dim", value_dim)
     x = as_moments(x, "x", mode=mode, ranks=(3,))
     batch, seq_len, width = x.mean.shape
     params, ff_dim = _check_params(params, width, num_heads, key_dim, value_dim)

@@ -29,7 +29,7 @@ class `Posterior` derives everything else (`draw`, `sample_n`) from these:
   that load with `safe_mode=True`.
 
 Example, a Gaussian posterior with one learned scale per weight tensor
-(tests/test_custom_posterior_prior.py runs this):
+(tests/integration/test_custom_posterior_prior.py runs this):
 
     @keras.saving.register_keras_serializable(package="my_project")
     class SharedScaleNormal(tfp_bnn.posteriors.Posterior):

@@ -8,6 +8,7 @@ import collections
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn.config_objects import ConfigObject
 
 
@@ -106,3 +107,20 @@ class Posterior(ConfigObject):
             perturbation = sample - tf.cast(self.mean(prepared), dtype)
         kl = None if prior is None else self.kl(prepared, prior)
         return PosteriorDraw(prepared, perturbation, kl)
+
+
+class NormalPosterior(Posterior):
+    """A Gaussian posterior whose scale is scale_offset + softplus(rho).
+
+    The arguments and config that `MeanFieldNormal` and `FullCovarianceNormal`
+    share: rho starts at N(rho_init, rho_init_stddev^2).
+    """
+
+    def __init__(self, rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0):
+        self.rho_init = check.number("rho_init", rho_init)
+        self.rho_init_stddev = check.number("rho_init_stddev", rho_init_stddev, low=0.0)
+        self.scale_offset = check.number("scale_offset", scale_offset, low=0.0)
+
+    def get_config(self):
+        return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev,
+                "scale_offset": self.scale_offset}

@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation as check
 from tfp_bnn import noise
 from tfp_bnn.flows import normalizing_flow as flows_lib
 from tfp_bnn.posteriors.mean_field import MeanFieldNormal
@@ -82,7 +83,7 @@ class FlowPosterior(Posterior):
         flows_lib.flow_names(flows, length)  # validates both, names them in the error
         self.flows = flows if isinstance(flows, str) else list(flows)
         self.length = None if length is None else int(length)
-        self.sylvester_rank = flows_lib.check_sylvester_rank(sylvester_rank)
+        self.sylvester_rank = check.integer("sylvester_rank", sylvester_rank, allow_none=True)
         self._base = MeanFieldNormal(rho_init, rho_init_stddev)
 
     def build(self, layer, name, shape, loc_initializer="glorot_uniform",

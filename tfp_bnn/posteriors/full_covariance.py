@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn import noise
-from tfp_bnn.posteriors.base import Posterior
+from tfp_bnn.posteriors.base import NormalPosterior
 from tfp_bnn.posteriors.base import PosteriorDraw
 from tfp_bnn.posteriors.base import seeded_initializer
 
@@ -26,7 +26,7 @@ FullCovariancePrepared = collections.namedtuple("FullCovariancePrepared", ["loc"
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class FullCovarianceNormal(Posterior):
+class FullCovarianceNormal(NormalPosterior):
     """Gaussian posterior with a full covariance over a whole weight tensor.
 
     TFP's `MultivariateNormalTriL` over the D flattened weights: w = loc + L
@@ -60,18 +60,6 @@ class FullCovarianceNormal(Posterior):
     """
 
     is_location_scale = False
-
-    def __init__(self, rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0):
-        checks = (("rho_init", rho_init, None), ("rho_init_stddev", rho_init_stddev, 0.0),
-                  ("scale_offset", scale_offset, 0.0))
-        for name, value, low in checks:
-            value = float(value)
-            if not math.isfinite(value) or (low is not None and value < low):
-                bound = "" if low is None else " >= 0"
-                raise ValueError(f"`{name}` must be a finite number{bound}, got {value!r}.")
-        self.rho_init = float(rho_init)
-        self.rho_init_stddev = float(rho_init_stddev)
-        self.scale_offset = float(scale_offset)
 
     def build(self, layer, name, shape, loc_initializer="glorot_uniform",
               regularizer=None, constraint=None, seed=None):
@@ -170,7 +158,3 @@ class FullCovarianceNormal(Posterior):
                         - _HALF_LOG_2PI * tf.cast(tf.size(eps), "float32"))
         kl = None if prior is None else self.kl(prepared, prior)
         return PosteriorDraw(prepared, perturbation, kl, log_prob)
-
-    def get_config(self):
-        return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev,
-                "scale_offset": self.scale_offset}

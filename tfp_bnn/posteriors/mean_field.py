@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn import noise
-from tfp_bnn.posteriors.base import Posterior
+from tfp_bnn.posteriors.base import NormalPosterior
 from tfp_bnn.posteriors.base import PosteriorDraw
 from tfp_bnn.posteriors.base import seeded_initializer
 from tfp_bnn.priors import Prior
@@ -56,7 +56,7 @@ _fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class MeanFieldNormal(Posterior):
+class MeanFieldNormal(NormalPosterior):
     """Fully factorised Gaussian posterior, sigma = softplus(rho) (seed 002, 3.2).
 
     Each weight has a mean `loc` and an unconstrained `rho`; the standard
@@ -84,24 +84,6 @@ class MeanFieldNormal(Posterior):
     """
 
     is_location_scale = True
-
-    def __init__(self, rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0):
-        rho_init = float(rho_init)
-        rho_init_stddev = float(rho_init_stddev)
-        scale_offset = float(scale_offset)
-        if not math.isfinite(rho_init):
-            raise ValueError(f"`rho_init` must be a finite number, got {rho_init!r}.")
-        if not math.isfinite(rho_init_stddev) or rho_init_stddev < 0:
-            raise ValueError(
-                f"`rho_init_stddev` must be a finite number >= 0, got {rho_init_stddev!r}."
-            )
-        if not math.isfinite(scale_offset) or scale_offset < 0:
-            raise ValueError(
-                f"`scale_offset` must be a finite number >= 0, got {scale_offset!r}."
-            )
-        self.scale_offset = scale_offset
-        self.rho_init = rho_init
-        self.rho_init_stddev = rho_init_stddev
 
     def build(self, layer, name, shape, loc_initializer="glorot_uniform",
               regularizer=None, constraint=None, seed=None):
@@ -172,7 +154,3 @@ class MeanFieldNormal(Posterior):
         if prior is not None and fused_prior is None:
             kl = prior.kl_from_normal(loc, scale)
         return PosteriorDraw((loc, scale), perturbation, kl, log_prob)
-
-    def get_config(self):
-        return {"rho_init": self.rho_init, "rho_init_stddev": self.rho_init_stddev,
-                "scale_offset": self.scale_offset}

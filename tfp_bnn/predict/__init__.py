@@ -20,7 +20,7 @@ from tfp_bnn.predict.classification import classification
 from tfp_bnn.predict.distribution import DistributionPrediction
 from tfp_bnn.predict.distribution import distribution
 from tfp_bnn.predict.engine import MonteCarloRunner
-from tfp_bnn.predict.regression import RegressionPrediction
+from tfp_bnn.predict.regression_prediction import RegressionPrediction
 from tfp_bnn.predict.regression import regression
 from tfp_bnn.predict.sampling import sample
 

@@ -14,31 +14,17 @@ in float64 from log-probabilities so that |logits| ~ 1e3 stay finite.
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from tfp_bnn import _predictive
+from tfp_bnn import _validation as check
 from tfp_bnn import metrics
-from tfp_bnn.distributions.classes import class_log_probabilities
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
 
-OUTPUTS = ("auto", "logits", "probabilities", "log_probabilities", "distribution")
+OUTPUTS = ("auto",) + _predictive.CLASSIFICATION_OUTPUTS
 # The kinds of output arrays `log_probabilities` reads.
 VALUE_OUTPUTS = ("logits", "probabilities", "log_probabilities")
 SCORES = ("predictive_entropy", "expected_entropy", "mutual_information", "one_minus_max_probability")
-
-
-def _log_softmax(logits):
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def _entropy(probs, log_probs=None):
-    """-sum_k p log p along the last axis, with 0 log 0 = 0."""
-    if log_probs is None:
-        with np.errstate(divide="ignore"):
-            log_probs = np.log(probs)
-    terms = np.where(probs > 0, probs * np.where(probs > 0, log_probs, 0.0), 0.0)
-    return -terms.sum(axis=-1)
 
 
 def _look_like_probabilities(values):
@@ -71,7 +57,7 @@ def log_probabilities(outputs, output):
                 "output='logits' but every row of the model's outputs lies in [0, 1] and sums "
                 "to 1: these are probabilities (a softmax output?); pass "
                 "output='probabilities' or output='auto'.")
-        return _log_softmax(values)
+        return np.asarray(_predictive.class_log_probs(values, output))
     if output == "log_probabilities":
         totals = np.exp(values).sum(axis=-1)
     else:
@@ -84,10 +70,7 @@ def log_probabilities(outputs, output):
             f"output={output!r} but the model's outputs do not sum to 1 over classes "
             f"(off by up to {worst:.3g}); use output='logits' for unnormalised scores."
         )
-    if output == "log_probabilities":
-        return values
-    with np.errstate(divide="ignore"):
-        return np.log(values)
+    return np.asarray(_predictive.class_log_probs(values, output))
 
 
 class ClassificationPrediction:
@@ -111,15 +94,19 @@ class ClassificationPrediction:
         self.expected_entropy = np.asarray(expected_entropy, dtype=np.float64)
         self.num_samples = int(num_samples)
         self.sample_probs = sample_probs
-        self.predictive_entropy = _entropy(self.probs)
-        # >= 0 by Jensen; clip float64 rounding when the samples agree.
-        self.mutual_information = np.maximum(self.predictive_entropy - self.expected_entropy, 0.0)
+        summaries = self.summaries()
+        self.predictive_entropy = summaries["predictive_entropy"]
+        self.mutual_information = summaries["mutual_information"]
+
+    def summaries(self):
+        """The `CLASSIFICATION_SUMMARIES` dict ("probabilities", ...) `export_predictive` serves."""
+        return {name: np.asarray(value) for name, value in _predictive.classification_summaries(
+            self.probs, self.expected_entropy).items()}
 
     @classmethod
     def from_samples(cls, sample_probs, output="probabilities"):
         """From T sampled outputs [T, N, K] of kind `output` (see `classification`)."""
-        if output not in VALUE_OUTPUTS:
-            raise ValueError(f"`output` must be one of {VALUE_OUTPUTS}, got {output!r}.")
+        check.one_of("output", output, VALUE_OUTPUTS)
         sample_probs = np.asarray(sample_probs)
         if sample_probs.ndim != 3 or 0 in sample_probs.shape:
             raise ValueError(
@@ -127,9 +114,10 @@ class ClassificationPrediction:
                 f"shape {sample_probs.shape}."
             )
         log_p = log_probabilities(sample_probs, output)
-        probs = np.exp(log_p)
-        return cls(probs.mean(axis=0), _entropy(probs, log_p).mean(axis=0),
-                   sample_probs.shape[0], probs)
+        num_samples = sample_probs.shape[0]
+        probs_sum, entropy_sum = _predictive.class_sums(log_p)
+        return cls(np.asarray(probs_sum) / num_samples, np.asarray(entropy_sum) / num_samples,
+                   num_samples, np.exp(log_p))
 
     def nll(self, labels):
         """Mean negative log predictive probability of the labels (nats)."""
@@ -147,8 +135,7 @@ class ClassificationPrediction:
 
     def score(self, name="predictive_entropy"):
         """An uncertainty score per point, higher = more uncertain."""
-        if name not in SCORES:
-            raise ValueError(f"`name` must be one of {SCORES}, got {name!r}.")
+        check.one_of("name", name, SCORES)
         if name == "one_minus_max_probability":
             return 1.0 - self.probs.max(axis=-1)
         return getattr(self, name)
@@ -187,8 +174,7 @@ def _normalises(layer):
 
 def resolve_output(model, output):
     """The kind of a classifier's outputs: "auto" resolved, a contradiction refused."""
-    if output not in OUTPUTS:
-        raise ValueError(f"`output` must be one of {OUTPUTS}, got {output!r}.")
+    check.one_of("output", output, OUTPUTS)
     if output == "distribution" or (output == "auto" and engine.has_distribution_head(model)):
         return "distribution"
     ending = _normalises(_output_layer(model))
@@ -200,12 +186,6 @@ def resolve_output(model, output):
             f"output={output!r} but the model's last layer applies {ending}, so its outputs "
             f"are {kind}: pass output={kind!r} (or output='auto').")
     return output
-
-
-def _distribution_log_probabilities(distribution, num_samples):
-    """float64 log-probabilities [S, B, K] of a class distribution, batch S * B."""
-    log_p = np.asarray(class_log_probabilities(distribution, tf.float64))
-    return log_p.reshape((num_samples, -1) + log_p.shape[1:])
 
 
 def classification(model, x, num_samples=100, output="auto", keep_samples=False,
@@ -241,37 +221,32 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
     >>> pred = tfp_bnn.predict.classification(model, x_test, num_samples=100)
     >>> pred.accuracy(y_test), pred.ece(y_test), pred.mutual_information.mean()
     """
-    engine.check_model(model)
+    plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
     output = resolve_output(model, output)
-    x, _, count = engine.as_arrays(x, model)
+    num_samples, count = plan.num_samples, plan.count
     if keep_samples:
         limits.check_results(model, num_samples, count, "The kept samples")
-    store = {}
-
-    def consume(t0, t1, n0, n1, outputs):
+    probs_sum = entropy_sum = samples = None
+    for chunk in engine.chunks(model, plan, jit_compile=jit_compile,
+                               distributions=output == "distribution", values_of=repr(output)):
         if output == "distribution":
-            log_p = _distribution_log_probabilities(outputs, t1 - t0)
-        elif not isinstance(outputs, np.ndarray):
+            log_p = np.asarray(_predictive.class_log_probs(chunk.outputs, output,
+                                                           chunk.t1 - chunk.t0))
+        elif not isinstance(chunk.outputs, np.ndarray):
             raise ValueError("classification() needs a model with a single output tensor.")
         else:
-            log_p = log_probabilities(outputs, output)
-        probs = np.exp(log_p)
-        if "probs" not in store:
-            classes = probs.shape[2:]
-            store["probs"] = np.zeros((count,) + classes)
-            store["entropy"] = np.zeros((count,) + classes[:-1])
+            log_p = log_probabilities(chunk.outputs, output)
+        if probs_sum is None:
+            classes = log_p.shape[2:]
+            probs_sum, entropy_sum = np.zeros((count,) + classes), np.zeros((count,) + classes[:-1])
             if keep_samples:
                 limits.check_storage((num_samples, count) + classes, np.float64,
                                      "The kept samples")
-                store["samples"] = np.empty((num_samples, count) + classes)
-        store["probs"][n0:n1] += probs.sum(axis=0)
-        store["entropy"][n0:n1] += _entropy(probs, log_p).sum(axis=0)
+                samples = np.empty((num_samples, count) + classes)
+        chunk_probs, chunk_entropy = _predictive.class_sums(log_p)
+        probs_sum[chunk.n0:chunk.n1] += chunk_probs
+        entropy_sum[chunk.n0:chunk.n1] += chunk_entropy
         if keep_samples:
-            store["samples"][t0:t1, n0:n1] = probs
-
-    engine.run(model, x, num_samples, consume, batch_size=batch_size,
-               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile,
-               distributions=output == "distribution", values_of=repr(output))
-    return ClassificationPrediction(store["probs"] / num_samples,
-                                    store["entropy"] / num_samples, num_samples,
-                                    store.get("samples"))
+            samples[chunk.t0:chunk.t1, chunk.n0:chunk.n1] = np.exp(log_p)
+    return ClassificationPrediction(probs_sum / num_samples, entropy_sum / num_samples,
+                                    num_samples, samples)

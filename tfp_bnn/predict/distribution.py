@@ -20,10 +20,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _predictive
+from tfp_bnn import _validation as check
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
-from tfp_bnn.predict.regression import RegressionPrediction
-from tfp_bnn.predict.regression import check_level
+from tfp_bnn.predict.regression_prediction import RegressionPrediction
 
 tfd = tfp.distributions
 
@@ -38,12 +39,6 @@ def _is_normal(distribution):
     while isinstance(distribution, tfd.Independent):
         distribution = distribution.distribution
     return isinstance(distribution, tfd.Normal)
-
-
-def _per_example(values, num_samples):
-    """[S * B, ...] (sample-major) -> [S, B, ...] numpy float64."""
-    values = np.asarray(values, dtype=np.float64)
-    return values.reshape((num_samples, -1) + values.shape[1:])
 
 
 class DistributionPrediction(RegressionPrediction):
@@ -95,7 +90,7 @@ class DistributionPrediction(RegressionPrediction):
         """Central `level` prediction interval of the predictive mixture, per point."""
         if all(_is_normal(d) for *_, d in self.sample_distributions):
             return super().interval(level)
-        level = check_level(level)
+        level = check.number("level", level, 0, 1, low_open=True, high_open=True)
         per_sample = math.ceil(_INTERVAL_DRAWS / self.num_samples)
         draws = np.empty((per_sample, self.num_samples) + self.mean.shape)
         for index, (t0, t1, n0, n1, distribution) in enumerate(self.sample_distributions):
@@ -107,51 +102,34 @@ class DistributionPrediction(RegressionPrediction):
                 np.quantile(draws, (1 + level) / 2, axis=0))
 
 
-def collect(model, x, num_samples, batch_size=None, samples_per_call=None,
-            max_rows=engine.DEFAULT_MAX_ROWS, jit_compile=False):
-    """Runs the model's distribution head T times; returns a `DistributionPrediction`."""
-    engine.check_model(model)
-    x, leaves, count = engine.as_arrays(x, model)
+def collect(model, plan, jit_compile=False):
+    """Runs the model's distribution head on a checked `engine.Plan`; a `DistributionPrediction`."""
+    num_samples, count = plan.num_samples, plan.count
     limits.check_results(model, num_samples, count, "The sampled means and variances",
                          copies=2)
     # The prediction keeps each call's distribution (for the exact log-likelihood).
-    _, batch, per_call = limits.plan(num_samples, leaves, count, batch_size, samples_per_call,
-                                     max_rows)
-    calls = limits.count_calls(num_samples, count, batch, per_call)
+    calls = limits.count_calls(num_samples, count, plan.batch_size, plan.samples_per_call)
     if calls > MAX_KEPT_CALLS:
         raise ValueError(
             f"distribution() keeps one distribution object per traced call; "
-            f"{calls:,} calls ({num_samples:,} samples in chunks of {per_call:,}, {count:,} "
-            f"inputs in batches of {batch:,}) are over the limit of {MAX_KEPT_CALLS:,}: pass "
-            "a larger `samples_per_call`, `batch_size` or `max_rows`.")
-    store = {"chunks": []}
-
-    def consume(t0, t1, n0, n1, distribution):
-        size = t1 - t0
-        try:
-            means = _per_example(distribution.mean(), size)
-        except NotImplementedError:
-            raise ValueError(
-                f"The model's output distribution ({type(distribution).__name__}) has no "
-                "mean; for class labels use tfp_bnn.predict.classification.") from None
-        try:
-            variances = _per_example(distribution.variance(), size)
-        except NotImplementedError:
-            variances = None
-        if "means" not in store:
-            shape = (num_samples, count) + means.shape[2:]
+            f"{calls:,} calls ({num_samples:,} samples in chunks of {plan.samples_per_call:,}, "
+            f"{count:,} inputs in batches of {plan.batch_size:,}) are over the limit of "
+            f"{MAX_KEPT_CALLS:,}: pass a larger `samples_per_call`, `batch_size` or `max_rows`.")
+    means = variances = None
+    kept = []
+    for chunk in engine.chunks(model, plan, jit_compile=jit_compile, distributions=True):
+        chunk_means, chunk_variances = _predictive.regression_terms(
+            chunk.outputs, "distribution", chunk.t1 - chunk.t0)
+        if means is None:
+            shape = (num_samples, count) + tuple(chunk_means.shape[2:])
             limits.check_storage((2,) + shape, np.float64, "The sampled means and variances")
-            store["means"] = np.empty(shape)
-            store["vars"] = None if variances is None else np.empty(shape)
-        store["means"][t0:t1, n0:n1] = means
-        if store["vars"] is not None:
-            store["vars"][t0:t1, n0:n1] = variances
-        store["chunks"].append((t0, t1, n0, n1, distribution))
-
-    engine.run(model, x, num_samples, consume, batch_size=batch_size,
-               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile,
-               distributions=True)
-    return DistributionPrediction(store["means"], store["vars"], store["chunks"])
+            means = np.empty(shape)
+            variances = None if chunk_variances is None else np.empty(shape)
+        means[chunk.t0:chunk.t1, chunk.n0:chunk.n1] = chunk_means
+        if variances is not None:
+            variances[chunk.t0:chunk.t1, chunk.n0:chunk.n1] = chunk_variances
+        kept.append(chunk)
+    return DistributionPrediction(means, variances, kept)
 
 
 def distribution(model, x, num_samples=100, batch_size=None, samples_per_call=None,
@@ -176,6 +154,5 @@ def distribution(model, x, num_samples=100, batch_size=None, samples_per_call=No
     >>> pred = tfp_bnn.predict.distribution(model, x_test, num_samples=100)
     >>> pred.log_likelihood(y_test).mean(), pred.epistemic_variance.mean()
     """
-    return collect(model, x, num_samples, batch_size=batch_size,
-                   samples_per_call=samples_per_call, max_rows=max_rows,
-                   jit_compile=jit_compile)
+    plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
+    return collect(model, plan, jit_compile=jit_compile)

@@ -1,7 +1,7 @@
 """Limits on every size a prediction's caller controls, checked before any work.
 
 `num_samples` (T), `batch_size`, `samples_per_call` and `max_rows` are
-checked together by `plan`; the [T, N, ...] results a front end keeps are
+checked together by `plan` (once per prediction, through `engine.prepare`); the [T, N, ...] results a front end keeps are
 checked by `check_results` before the first model call (with the model's
 static output size) and by `check_storage` on the first chunk (exact size).
 Memory is bounded by half the machine's physical memory.
@@ -12,6 +12,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _validation as check
 from tfp_bnn._memory import memory_bytes
 
 DEFAULT_BATCH_SIZE = 1024
@@ -24,16 +25,6 @@ MAX_ROWS_PER_CALL = 2**22
 # The most Monte Carlo samples one prediction takes: the standard error of a
 # predictive mean falls as 1/sqrt(T), so beyond 10^6 a run only costs time.
 MAX_NUM_SAMPLES = 10**6
-
-
-def _check_positive_int(name, value, allow_none=False, limit=None):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
-    if limit is not None and value > limit:
-        raise ValueError(f"`{name}` must be at most {limit:,}, got {value!r}.")
-    return int(value)
 
 
 def sample_chunks(num_samples, samples_per_call):
@@ -87,9 +78,9 @@ def check_results(model, num_samples, count, what, copies=1, dtype=np.float64, p
     """Refuses, before the first model call, `copies` [T, N, D] results that cannot fit.
 
     D is `per_example` or the model's static output size (1 when unknown: a
-    lower bound; the exact size is checked again on the first chunk).
+    lower bound; the exact size is checked again on the first chunk). `num_samples`
+    comes checked from `plan`.
     """
-    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
     size = static_output_size(model) if per_example is None else max(1, int(per_example))
     check_storage((copies, num_samples, count, size), dtype, what)
 
@@ -102,10 +93,10 @@ def plan(num_samples, leaves, count, batch_size=None, samples_per_call=None,
     their product is bounded by `MAX_ROWS_PER_CALL` and the tiled inputs must
     fit in half the machine's memory, checked here before any allocation.
     """
-    num_samples = _check_positive_int("num_samples", num_samples, limit=MAX_NUM_SAMPLES)
-    batch_size = _check_positive_int("batch_size", batch_size, allow_none=True)
-    samples_per_call = _check_positive_int("samples_per_call", samples_per_call, allow_none=True)
-    max_rows = _check_positive_int("max_rows", max_rows, limit=MAX_ROWS_PER_CALL)
+    num_samples = check.integer("num_samples", num_samples, maximum=MAX_NUM_SAMPLES)
+    batch_size = check.integer("batch_size", batch_size, allow_none=True)
+    samples_per_call = check.integer("samples_per_call", samples_per_call, allow_none=True)
+    max_rows = check.integer("max_rows", max_rows, maximum=MAX_ROWS_PER_CALL)
     batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
     if samples_per_call is None:
         samples_per_call = max(1, max_rows // batch_size)
@@ -124,5 +115,5 @@ def plan(num_samples, leaves, count, batch_size=None, samples_per_call=None,
 
 
 def count_calls(num_samples, count, batch_size, samples_per_call):
-    """How many traced calls `run` makes: sample chunks times input chunks."""
+    """How many traced calls `engine.chunks` makes: sample chunks times input chunks."""
     return -(-num_samples // samples_per_call) * -(-count // batch_size)

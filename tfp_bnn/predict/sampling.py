@@ -41,25 +41,18 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
     >>> draws = tfp_bnn.predict.sample(model, x_test, num_samples=100)
     >>> draws.mean(axis=0)  # the Monte Carlo predictive mean
     """
-    engine.check_model(model)
-    x, _, count = engine.as_arrays(x, model)
-    limits.check_results(model, num_samples, count, "The Monte Carlo samples", dtype=np.float32)
-    store = {}
-
-    def consume(t0, t1, n0, n1, outputs):
-        leaves = tf.nest.flatten(outputs)
-        if "leaves" not in store:
-            for leaf in leaves:
-                limits.check_storage((num_samples, count) + leaf.shape[2:], leaf.dtype,
-                                     "The Monte Carlo samples")
-            store["structure"] = outputs
-            store["leaves"] = [
-                np.empty((num_samples, count) + leaf.shape[2:], leaf.dtype)
-                for leaf in leaves
-            ]
-        for target, leaf in zip(store["leaves"], leaves):
-            target[t0:t1, n0:n1] = leaf
-
-    engine.run(model, x, num_samples, consume, batch_size=batch_size,
-               samples_per_call=samples_per_call, max_rows=max_rows, jit_compile=jit_compile)
-    return tf.nest.pack_sequence_as(store["structure"], store["leaves"])
+    plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
+    what = "The Monte Carlo samples"
+    limits.check_results(model, plan.num_samples, plan.count, what, dtype=np.float32)
+    structure, stores = None, None
+    for chunk in engine.chunks(model, plan, jit_compile=jit_compile):
+        leaves = tf.nest.flatten(chunk.outputs)
+        if stores is None:
+            shapes = [(plan.num_samples, plan.count) + leaf.shape[2:] for leaf in leaves]
+            for shape, leaf in zip(shapes, leaves):
+                limits.check_storage(shape, leaf.dtype, what)
+            structure = chunk.outputs
+            stores = [np.empty(shape, leaf.dtype) for shape, leaf in zip(shapes, leaves)]
+        for store, leaf in zip(stores, leaves):
+            store[chunk.t0:chunk.t1, chunk.n0:chunk.n1] = leaf
+    return tf.nest.pack_sequence_as(structure, stores)

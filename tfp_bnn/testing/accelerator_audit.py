@@ -1,6 +1,6 @@
 """Accelerator-readiness audit: would the hot paths run on a GPU or TPU?
 
-Runs without a GPU. Each hot path (a zoo model's train step, the Monte
+Runs without a GPU. Each hot path (a model's train step, the Monte
 Carlo engine of `tfp_bnn.predict`, the moment-propagation path) is traced
 to a concrete graph; every node, including those in the function library
 (while/cond bodies, nested tf.functions, gradient functions), is looked up
@@ -25,17 +25,19 @@ device), so every op type is also looked up among the XLA_GPU_JIT
 registrations, which a CPU build has. A CPU build has no XLA_TPU_JIT
 registrations; the TPU backend uses the same TF2XLA kernels.
 
+This module audits any traced function (`audit_function`); the audit of
+the zoo's own paths, whose figures are in BENCHMARKS.md, is
+`zoo.experiments.accelerator_audit`.
+
 Example:
->>> reports = audit(models=["flipout_mlp"], moments_full=False)
->>> reports["train_step[flipout_mlp]"].fallback
+>>> step = tf.function(lambda x: tf.nn.relu(x) * 2.0)
+>>> audit_function(step, (tf.ones((2, 3)),), "relu").fallback
 {}
 """
 
 import dataclasses
 import functools
-import inspect
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 from tensorflow.python.framework import op_def_registry
@@ -252,118 +254,6 @@ def _has_xla_gpu_kernel(op_type) -> bool:
     return _XLA_GPU[op_type]
 
 
-def _forward(model):
-    return tf.function(lambda inputs: model(inputs, training=False))
-
-
-def _case(spec):
-    """(input_shape, task, num_classes) of one zoo model's audit.
-
-    Models taking images classify them (conv and softmax cross-entropy ops),
-    regression-only models read a table (Gaussian NLL), the transformer a
-    sequence of scalar tokens (its moment path).
-    """
-    if "sequence" in spec.inputs and "image" not in spec.inputs:
-        return (8, 1), "regression", None
-    if "image" in spec.inputs and "classification" in spec.tasks:
-        return (8, 8, 1), "classification", 3
-    return (8,), "regression", None
-
-
-# Smaller than the defaults, with every op type of them: one hidden layer,
-# a 2-step flow. Tracing cost grows with the layer count, not the widths.
-_SMALL = {"hidden_units": (8,), "flow_length": 2}
-
-
-def _small_overrides(builder):
-    accepted = inspect.signature(builder).parameters
-    return {key: value for key, value in _SMALL.items() if key in accepted}
-
-
-def _batch(input_shape, task, rows=4):
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(rows,) + input_shape), tf.float32)
-    if task == "classification":
-        return x, tf.constant(rng.integers(0, 3, size=rows), tf.int32)
-    return x, tf.constant(rng.normal(size=(rows, 1)), tf.float32)
-
-
-def _train_step_report(model, x, y, name, xla):
-    # The function Keras' fit runs per step (one_step_on_data), with the
-    # optimizer built first so that tracing creates no variables.
-    model.optimizer.build(model.trainable_variables)
-    step = tf.function(model.train_step, jit_compile=False)
-    report = audit_function(step, ((x, y),), name, xla=xla)
-    report.jit_blockers = tuple(layer.name for layer in model._flatten_layers()
-                                if not layer.supports_jit)
-    return report
-
-
-def _predict_reports(model, x, label, xla):
-    from tfp_bnn.predict.engine import runner_for
-
-    runner = runner_for(model)
-    samples = 2
-    reports = [audit_function(runner._draw, (samples,), f"predict.draw[{label}]", xla=xla)]
-    draws = runner.draw(samples)
-    # The default runner's call; with `xla` its python function is traced
-    # once under jit_compile=True, the path of `tfp_bnn.predict.*(...,
-    # jit_compile=True)`.
-    reports.append(audit_function(runner._call, (x, draws, samples),
-                                  f"predict.call[{label}]", xla=xla))
-    return reports
-
-
-def audit(models=None, xla=True, moments_full=True):
-    """Audits the hot paths of the zoo models, the predict engine and the moment path.
-
-    Args:
-        models: zoo model names (default: all of `zoo.list_models()`).
-        xla: also lower each path to HLO for the XLA GPU backend.
-        moments_full: also audit a transformer on the full-covariance moment
-            path (the zoo model uses the diagonal one).
-
-    Returns:
-        {path name: PathReport}, with paths "train_step[<model>]",
-        "predict.draw[<model>]" and "predict.call[<model>]" (models with
-        Monte Carlo prediction), "moments.forward[bayesian_transformer]",
-        and with `moments_full` "train_step[moments_full]" and
-        "moments.forward[moments_full]".
-
-    Raises:
-        ValueError: for an unknown model name.
-    """
-    import zoo  # the zoo builds on tfp_bnn; imported here, not at package import
-    from zoo.models import transformer as transformer_models
-
-    names = zoo.list_models() if models is None else list(models)
-    specs = [zoo.get_spec(name) for name in names]  # unknown names fail here
-    reports = {}
-
-    def add(report):
-        reports[report.name] = report
-
-    for spec in specs:
-        input_shape, task, num_classes = _case(spec)
-        model = zoo.build_model(spec.name, input_shape, task=task, num_classes=num_classes,
-                                num_train=100, seed=0, **_small_overrides(spec.builder))
-        x, y = _batch(input_shape, task)
-        add(_train_step_report(model, x, y, f"train_step[{spec.name}]", xla))
-        if spec.sampling_free:
-            add(audit_function(_forward(model), (x,), f"moments.forward[{spec.name}]", xla=xla))
-        else:
-            for report in _predict_reports(model, x, spec.name, xla):
-                add(report)
-    if moments_full:
-        model = transformer_models.build(4, "moments", mode="full", width=8, num_heads=2,
-                                         ff_dim=8, pooling="last", horizon=2)
-        x = tf.constant(np.random.default_rng(1).normal(size=(3, 4)), tf.float32)
-        y = tf.constant(np.random.default_rng(2).normal(size=(3, 2)), tf.float32)
-        add(_train_step_report(model, x, y, "train_step[moments_full]", xla))
-        add(audit_function(_forward(model), (x,), "moments.forward[moments_full]", xla=xla))
-    return reports
-
-
 def summary(reports) -> str:
     """One line per path: op types checked, fallbacks, XLA result."""
     lines = []
@@ -376,8 +266,3 @@ def summary(reports) -> str:
         lines.append(f"{report.name}: {len(report.op_types)} op types, fallback: {fallback}, "
                      f"{xla}")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    # python -m tfp_bnn.testing.accelerator_audit: the lines quoted in BENCHMARKS.md.
-    print(summary(audit()))

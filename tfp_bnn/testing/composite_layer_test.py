@@ -20,8 +20,8 @@ import tensorflow as tf
 
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.modes import set_mean_mode
-from tfp_bnn.testing.layer_test import _assert
-from tfp_bnn.testing.layer_test import _inputs
+from tfp_bnn.testing._common import random_inputs
+from tfp_bnn.testing._common import require
 
 
 
@@ -44,37 +44,37 @@ def _check_config(cls, kwargs):
     layer = cls(**kwargs)
     config = layer.get_config()
     clone = cls.from_config(config)
-    _assert(clone.get_config() == config, f"{cls.__name__}: config round trip changed it")
+    require(clone.get_config() == config, f"{cls.__name__}: config round trip changed it")
 
 
 def _check_calls(cls, kwargs, input_shape, num_kl_terms, call):
-    x = _inputs(input_shape, 0)
+    x = random_inputs(input_shape, 0)
     layer = cls(**kwargs)
     symbolic = call(layer, keras.Input(input_shape[1:], batch_size=input_shape[0]))
     first = _numpy(call(layer, x))
-    _assert(first.shape == tuple(symbolic.shape),
+    require(first.shape == tuple(symbolic.shape),
             f"eager output {first.shape} != symbolic {symbolic.shape}")
-    _assert(np.all(np.isfinite(first)), "eager output is not finite")
+    require(np.all(np.isfinite(first)), "eager output is not finite")
     sublayers = variational_sublayers(layer)
-    _assert(len(sublayers) == num_kl_terms,
+    require(len(sublayers) == num_kl_terms,
             f"expected {num_kl_terms} variational sublayers, found {len(sublayers)}")
-    _assert(len(layer.losses) == num_kl_terms,
+    require(len(layer.losses) == num_kl_terms,
             f"expected {num_kl_terms} KL losses, got {len(layer.losses)}")
-    _assert(all(np.isfinite(float(loss)) for loss in layer.losses), "a KL loss is not finite")
+    require(all(np.isfinite(float(loss)) for loss in layer.losses), "a KL loss is not finite")
     second = _numpy(call(layer, x))
-    _assert(not np.allclose(first, second), "two sampling calls gave the same output")
-    _assert(set_mean_mode(layer, True) == num_kl_terms, "mean mode missed a sublayer")
+    require(not np.allclose(first, second), "two sampling calls gave the same output")
+    require(set_mean_mode(layer, True) == num_kl_terms, "mean mode missed a sublayer")
     mean_a = _numpy(call(layer, x))
     mean_b = _numpy(call(layer, x))
-    _assert(np.array_equal(mean_a, mean_b), "mean mode is not deterministic")
+    require(np.array_equal(mean_a, mean_b), "mean mode is not deterministic")
     trained = _numpy(call(layer, x, training=True))
-    _assert(not np.allclose(trained, mean_a), "training=True did not sample in mean mode")
+    require(not np.allclose(trained, mean_a), "training=True did not sample in mean mode")
     set_mean_mode(layer, False)
     return layer
 
 
 def _check_kl_gradient(layer, input_shape, call):
-    x = _inputs(input_shape, 1)
+    x = random_inputs(input_shape, 1)
     sublayers = variational_sublayers(layer)
     params = [p for sub in sublayers for p in list(sub.kernel_params) + list(sub.bias_params or ())]
     with tf.GradientTape() as tape:
@@ -82,29 +82,29 @@ def _check_kl_gradient(layer, input_shape, call):
         kl = tf.add_n(layer.losses)
     grads = tape.gradient(kl, params)
     for var, grad in zip(params, grads):
-        _assert(grad is not None, f"KL has no gradient to {var.path}")
-        _assert(np.all(np.isfinite(grad.numpy())), f"KL gradient to {var.path} not finite")
+        require(grad is not None, f"KL has no gradient to {var.path}")
+        require(np.all(np.isfinite(grad.numpy())), f"KL gradient to {var.path} not finite")
     for sub in sublayers:
         rho = sub.kernel_params[1]
         grad = grads[[id(p) for p in params].index(id(rho))]
-        _assert(np.any(grad.numpy() != 0), f"KL gradient to {rho.path} is zero")
+        require(np.any(grad.numpy() != 0), f"KL gradient to {rho.path} is zero")
 
 
 def _check_seed(cls, kwargs, input_shape, call):
-    x = _inputs(input_shape, 2)
+    x = random_inputs(input_shape, 2)
     seeded = dict(kwargs, seed=123)
     a, b = cls(**seeded), cls(**seeded)
     out_a = [_numpy(call(a, x, training=True)) for _ in range(2)]
     out_b = [_numpy(call(b, x, training=True)) for _ in range(2)]
     for wa, wb in zip(a.weights, b.weights):
-        _assert(np.array_equal(wa.numpy(), wb.numpy()), f"seeded init differs: {wa.path}")
+        require(np.array_equal(wa.numpy(), wb.numpy()), f"seeded init differs: {wa.path}")
     for ya, yb in zip(out_a, out_b):
-        _assert(np.array_equal(ya, yb), "seeded layers gave different outputs")
-    _assert(not np.allclose(out_a[0], out_a[1]), "seeded calls repeat their noise")
+        require(np.array_equal(ya, yb), "seeded layers gave different outputs")
+    require(not np.allclose(out_a[0], out_a[1]), "seeded calls repeat their noise")
 
 
 def _check_fit_and_save(cls, kwargs, input_shape, call):
-    x = _inputs(input_shape, 3)
+    x = random_inputs(input_shape, 3)
     y = np.random.default_rng(4).normal(size=(input_shape[0], 1)).astype("float32")
     inputs = keras.Input(input_shape[1:])
     hidden = keras.layers.Flatten()(call(cls(**kwargs), inputs))
@@ -112,22 +112,22 @@ def _check_fit_and_save(cls, kwargs, input_shape, call):
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
     before = [v.numpy().copy() for v in model.trainable_variables]
     history = model.fit(x, y, epochs=1, batch_size=input_shape[0], verbose=0)
-    _assert(np.isfinite(history.history["loss"][0]), "fit loss is not finite")
+    require(np.isfinite(history.history["loss"][0]), "fit loss is not finite")
     for b, v in zip(before, model.trainable_variables):
-        _assert(not np.array_equal(b, v.numpy()), f"{v.path} did not change after a fit step")
+        require(not np.array_equal(b, v.numpy()), f"{v.path} did not change after a fit step")
     set_mean_mode(model, True)
     expected = _numpy(model(x))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.keras")
         model.save(path)
         loaded = keras.models.load_model(path, safe_mode=True)
-    _assert(len(model.weights) == len(loaded.weights), "weight count changed on load")
+    require(len(model.weights) == len(loaded.weights), "weight count changed on load")
     for a, b in zip(model.weights, loaded.weights):
-        _assert(np.array_equal(a.numpy(), b.numpy()), f"weight {a.path} changed on load")
-    _assert(np.array_equal(expected, _numpy(loaded(x))),
+        require(np.array_equal(a.numpy(), b.numpy()), f"weight {a.path} changed on load")
+    require(np.array_equal(expected, _numpy(loaded(x))),
             "mean-mode outputs changed after .keras load")
     set_mean_mode(loaded, False)
-    _assert(not np.allclose(_numpy(loaded(x)), expected),
+    require(not np.allclose(_numpy(loaded(x)), expected),
             "loaded model cannot switch back to sampling")
 
 

@@ -16,74 +16,67 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn.modes import set_mean_mode
-
-
-def _assert(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def _inputs(input_shape, seed):
-    return np.random.default_rng(seed).normal(size=input_shape).astype("float32")
+from tfp_bnn.testing._common import random_inputs
+from tfp_bnn.testing._common import require
 
 
 def _check_config(cls, kwargs):
     layer = cls(**kwargs)
     config = layer.get_config()
     clone = cls.from_config(config)
-    _assert(clone.get_config() == config, f"{cls.__name__}: config round trip changed it")
+    require(clone.get_config() == config, f"{cls.__name__}: config round trip changed it")
 
 
 def _check_calls(cls, kwargs, input_shape):
-    x = _inputs(input_shape, 0)
+    x = random_inputs(input_shape, 0)
     layer = cls(**kwargs)
     symbolic = layer(keras.Input(input_shape[1:], batch_size=input_shape[0]))
     expected = layer.compute_output_shape(input_shape)
-    _assert(tuple(symbolic.shape) == tuple(expected),
+    require(tuple(symbolic.shape) == tuple(expected),
             f"symbolic output {symbolic.shape} != compute_output_shape {expected}")
     first = keras.ops.convert_to_numpy(layer(x))
-    _assert(first.shape == tuple(expected), f"eager output {first.shape} != {expected}")
-    _assert(np.all(np.isfinite(first)), "eager output is not finite")
-    _assert(len(layer.losses) == 1, f"expected one KL loss, got {len(layer.losses)}")
-    _assert(np.isfinite(float(layer.losses[0])), "KL loss is not finite")
+    require(first.shape == tuple(expected), f"eager output {first.shape} != {expected}")
+    require(np.all(np.isfinite(first)), "eager output is not finite")
+    require(len(layer.losses) == 1, f"expected one KL loss, got {len(layer.losses)}")
+    require(np.isfinite(float(layer.losses[0])), "KL loss is not finite")
     second = keras.ops.convert_to_numpy(layer(x))
-    _assert(not np.allclose(first, second), "two sampling calls gave the same output")
+    require(not np.allclose(first, second), "two sampling calls gave the same output")
     set_mean_mode(layer, True)
     mean_a = keras.ops.convert_to_numpy(layer(x))
     mean_b = keras.ops.convert_to_numpy(layer(x))
-    _assert(np.array_equal(mean_a, mean_b), "mean mode is not deterministic")
+    require(np.array_equal(mean_a, mean_b), "mean mode is not deterministic")
     # Training samples even in mean mode.
     trained = keras.ops.convert_to_numpy(layer(x, training=True))
-    _assert(not np.allclose(trained, mean_a), "training=True did not sample in mean mode")
+    require(not np.allclose(trained, mean_a), "training=True did not sample in mean mode")
     set_mean_mode(layer, False)
     return layer
 
 
 def _check_kl_gradient(layer, input_shape):
-    x = _inputs(input_shape, 1)
+    x = random_inputs(input_shape, 1)
     params = list(layer.kernel_params) + list(layer.bias_params or ())
-    _assert(params, "no posterior parameters found")
+    require(params, "no posterior parameters found")
     with tf.GradientTape() as tape:
         layer(x, training=True)
         kl = tf.add_n(layer.losses)
     grads = tape.gradient(kl, params)
     for var, grad in zip(params, grads):
-        _assert(grad is not None, f"KL has no gradient to {var.path}")
-        _assert(np.all(np.isfinite(grad.numpy())), f"KL gradient to {var.path} not finite")
+        require(grad is not None, f"KL has no gradient to {var.path}")
+        require(np.all(np.isfinite(grad.numpy())), f"KL gradient to {var.path} not finite")
     rho_grads = grads[1::2]  # posterior params come as (loc, rho) pairs
-    _assert(any(np.any(g.numpy() != 0) for g in rho_grads), "KL gradient to rho is zero")
+    require(any(np.any(g.numpy() != 0) for g in rho_grads), "KL gradient to rho is zero")
 
 
 def _check_seed(cls, kwargs, input_shape):
-    x = _inputs(input_shape, 2)
+    x = random_inputs(input_shape, 2)
     seeded = dict(kwargs, seed=123)
     a, b = cls(**seeded), cls(**seeded)
     out_a = [keras.ops.convert_to_numpy(a(x, training=True)) for _ in range(2)]
     out_b = [keras.ops.convert_to_numpy(b(x, training=True)) for _ in range(2)]
     for wa, wb in zip(a.weights, b.weights):
-        _assert(np.array_equal(wa.numpy(), wb.numpy()), f"seeded init differs: {wa.path}")
+        require(np.array_equal(wa.numpy(), wb.numpy()), f"seeded init differs: {wa.path}")
     for ya, yb in zip(out_a, out_b):
-        _assert(np.array_equal(ya, yb), "seeded layers gave different outputs")
+        require(np.array_equal(ya, yb), "seeded layers gave different outputs")
 
 
 def _model(cls, kwargs, input_shape):
@@ -94,15 +87,15 @@ def _model(cls, kwargs, input_shape):
 
 
 def _check_fit_and_save(cls, kwargs, input_shape):
-    x = _inputs(input_shape, 3)
+    x = random_inputs(input_shape, 3)
     y = np.random.default_rng(4).normal(size=(input_shape[0], 1)).astype("float32")
     model = _model(cls, kwargs, input_shape)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
     before = [v.numpy().copy() for v in model.trainable_variables]
     history = model.fit(x, y, epochs=1, batch_size=input_shape[0], verbose=0)
-    _assert(np.isfinite(history.history["loss"][0]), "fit loss is not finite")
+    require(np.isfinite(history.history["loss"][0]), "fit loss is not finite")
     changed = [not np.array_equal(b, v.numpy()) for b, v in zip(before, model.trainable_variables)]
-    _assert(all(changed), "a trainable variable did not change after one fit step")
+    require(all(changed), "a trainable variable did not change after one fit step")
     set_mean_mode(model, True)
     expected = keras.ops.convert_to_numpy(model(x))
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,12 +103,12 @@ def _check_fit_and_save(cls, kwargs, input_shape):
         model.save(path)
         loaded = keras.models.load_model(path, safe_mode=True)
     for a, b in zip(model.weights, loaded.weights):
-        _assert(np.array_equal(a.numpy(), b.numpy()), f"weight {a.path} changed on load")
-    _assert(np.array_equal(expected, keras.ops.convert_to_numpy(loaded(x))),
+        require(np.array_equal(a.numpy(), b.numpy()), f"weight {a.path} changed on load")
+    require(np.array_equal(expected, keras.ops.convert_to_numpy(loaded(x))),
             "mean-mode outputs changed after .keras load")
     set_mean_mode(loaded, False)
     sampled = keras.ops.convert_to_numpy(loaded(x))
-    _assert(not np.allclose(sampled, expected), "loaded model cannot switch back to sampling")
+    require(not np.allclose(sampled, expected), "loaded model cannot switch back to sampling")
 
 
 def run_bayesian_layer_test(cls, kwargs, input_shape):
