@@ -81,6 +81,26 @@ class Variant:
         return float(q1), float(q3)
 
 
+def timed(name, operation, calls=1, keep=None):
+    """A `Variant` whose one step is `calls` timed calls of `operation()`.
+
+    For work that is not a `fit` (a prediction, a forward pass). `keep`, if a
+    list, receives every result (for scoring after the timing).
+    """
+
+    def run(steps):
+        times = []
+        for _ in range(steps * calls):
+            start = time.perf_counter()
+            result = operation()
+            times.append(time.perf_counter() - start)
+            if keep is not None:
+                keep.append(result)
+        return times
+
+    return Variant(name, run)
+
+
 def run_round_robin(variants, repeats, steps, log=print):
     """Runs `repeats` rounds of `steps` steps per variant, order rotated each round."""
     live = [v for v in variants if v.ok]
@@ -123,6 +143,21 @@ def ratio_line(label: str, numerator, denominator, target=None) -> str:
         met = ratio <= bound if op == "<=" else ratio >= bound
         line += f"   (target {op} {bound}: {'PASS' if met else 'MISS'})"
     return line
+
+
+def print_report(tables, ratios):
+    """Prints each table after a blank line, then a blank line and the ratio lines.
+
+    Args:
+        tables: (title, {key: Variant}, baseline key) per table, for `format_table`.
+        ratios: (label, numerator, denominator, target or None) per line, for `ratio_line`.
+    """
+    for title, variants, baseline in tables:
+        print()
+        print(format_table(title, list(variants.values()), baseline=variants[baseline]))
+    print()
+    for label, numerator, denominator, target in ratios:
+        print(ratio_line(label, numerator, denominator, target))
 
 
 def machine_info() -> list:

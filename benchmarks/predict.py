@@ -25,27 +25,17 @@ interleaved rounds, medians reported (see `_timing.py`):
 
 import argparse
 import os
-import pathlib
 import sys
 import tempfile
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _common  # first: TensorFlow's start-up notices off, the repository on sys.path
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import _timing  # noqa: E402
-import tfp_bnn  # noqa: E402
-
-INPUT_DIM = 784
-HIDDEN = (400, 400)
-CLASSES = 10
+import _timing
+import tfp_bnn
 
 
 def parse_args(argv=None):
@@ -59,32 +49,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.samples, args.throughput_inputs, args.repeats = 5, 300, 1
-    for name in ("samples", "latency_batch", "throughput_inputs", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    _common.require_positive(parser, args,
+                             ("samples", "latency_batch", "throughput_inputs", "repeats"))
     return args
-
-
-def mlp(layer_fn):
-    return keras.Sequential(
-        [keras.Input((INPUT_DIM,))]
-        + [layer_fn(units, "relu") for units in HIDDEN]
-        + [layer_fn(CLASSES, None)]
-    )
-
-
-def timed(name, operation):
-    """A `_timing.Variant` whose one step is one call of `operation`."""
-
-    def run(steps):
-        times = []
-        for _ in range(steps):
-            start = time.perf_counter()
-            operation()
-            times.append(time.perf_counter() - start)
-        return times
-
-    return _timing.Variant(name, run)
 
 
 def main(argv=None):
@@ -96,13 +63,13 @@ def main(argv=None):
     for line in _timing.machine_info():
         print(line)
     rng = np.random.default_rng(args.seed)
-    x_small = rng.random((args.latency_batch, INPUT_DIM), dtype=np.float32)
-    x_large = rng.random((args.throughput_inputs, INPUT_DIM), dtype=np.float32)
+    x_small = rng.random((args.latency_batch, _common.INPUT_DIM), dtype=np.float32)
+    x_large = rng.random((args.throughput_inputs, _common.INPUT_DIM), dtype=np.float32)
 
     seeds = iter(range(1, 100))
-    flipout = mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
+    flipout = _common.mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
         units, activation=act, kl_weight=1e-4, seed=next(seeds)))
-    dense = mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+    dense = _common.mlp(lambda units, act: keras.layers.Dense(units, activation=act))
     dense_forward = tf.function(lambda x: dense(x, training=False))
     x_large_tensor = tf.constant(x_large)
 
@@ -120,19 +87,19 @@ def main(argv=None):
             dense_forward(x_large_tensor).numpy()
 
     latency = {
-        "loop": timed(f"loop of {samples} model.predict(x)", predict_loop),
-        "sample": timed(f"tfp_bnn.predict.sample(model, x, {samples})",
-                        lambda: tfp_bnn.predict.sample(flipout, x_small, samples)),
-        "served": timed(f"exported SavedModel serve(x, {samples})",
-                        lambda: served.serve(x_small, num)["probabilities"].numpy()),
+        "loop": _timing.timed(f"loop of {samples} model.predict(x)", predict_loop),
+        "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                                lambda: tfp_bnn.predict.sample(flipout, x_small, samples)),
+        "served": _timing.timed(f"exported SavedModel serve(x, {samples})",
+                                lambda: served.serve(x_small, num)["probabilities"].numpy()),
     }
     throughput = {
-        "floor": timed(f"keras Dense forward x {samples}", dense_floor),
-        "sample": timed(f"tfp_bnn.predict.sample(model, x, {samples})",
-                        lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
-        "classification": timed(f"tfp_bnn.predict.classification(model, x, {samples})",
-                                lambda: tfp_bnn.predict.classification(flipout, x_large,
-                                                                       samples)),
+        "floor": _timing.timed(f"keras Dense forward x {samples}", dense_floor),
+        "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                                lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
+        "classification": _timing.timed(
+            f"tfp_bnn.predict.classification(model, x, {samples})",
+            lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
     }
     variants = list(latency.values()) + list(throughput.values())
     for variant in variants:
@@ -141,23 +108,19 @@ def main(argv=None):
     # Two calls per round: the first of each call is dropped by Variant.run.
     _timing.run_round_robin(variants, args.repeats, 2, log=lambda m: print(m, flush=True))
 
-    print()
-    print(_timing.format_table(
-        f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
-        list(latency.values()), baseline=latency["loop"]))
-    print()
-    print(_timing.format_table(
-        f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
-        list(throughput.values()), baseline=throughput["floor"]))
-    print()
-    print(_timing.ratio_line("ratio loop of predict / tfp_bnn.predict.sample [latency]",
-                             latency["loop"], latency["sample"], (">=", 10)))
-    print(_timing.ratio_line("ratio loop of predict / exported serve [latency]",
-                             latency["loop"], latency["served"], (">=", 10)))
-    print(_timing.ratio_line("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
-                             throughput["sample"], throughput["floor"], ("<=", 2.0)))
-    print(_timing.ratio_line("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
-                             throughput["classification"], throughput["floor"], ("<=", 2.0)))
+    _timing.print_report(
+        [(f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
+          latency, "loop"),
+         (f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
+          throughput, "floor")],
+        [("ratio loop of predict / tfp_bnn.predict.sample [latency]",
+          latency["loop"], latency["sample"], (">=", 10)),
+         ("ratio loop of predict / exported serve [latency]",
+          latency["loop"], latency["served"], (">=", 10)),
+         ("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
+          throughput["sample"], throughput["floor"], ("<=", 2.0)),
+         ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
+          throughput["classification"], throughput["floor"], ("<=", 2.0))])
     return 0
 
 

@@ -17,29 +17,25 @@ end behind a `DivergenceGuard`, and runs TensorFlow on one thread by default
 each under one thread and under TensorFlow's default threading. Every
 setting runs in its own worker process (threads are fixed per process);
 inside a worker the variants are warmed up (tracing), then alternate fit by
-fit in rotated order for 3 rounds; the median seconds per epoch is kept. Models: bbb_mlp on concrete
-(927 rows, batch 32) and flipout_lenet on digits (1437 rows, batch 32).
+fit in rotated order for 3 rounds; the median seconds per epoch is kept. Models: bbb_mlp on
+concrete (927 rows, batch 32) and flipout_lenet on digits (1437 rows, batch 32).
 The printed ratios are measured side by side within this run.
 """
 
 import argparse
 import json
-import os
-import pathlib
 import subprocess
 import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import _common  # noqa: F401  (first: TF start-up notices off, the repository on sys.path)
 
 CASES = (("bbb_mlp", "concrete"), ("flipout_lenet", "digits"))
 
 
 def worker(model_name, dataset, threads, epochs, rounds=3):
     """Runs in a fresh process: prints JSON {variant: median epoch seconds}."""
-    sys.path.insert(0, str(ROOT))
     from zoo.run import runner  # noqa: PLC0415
 
     runner.set_threads(threads)

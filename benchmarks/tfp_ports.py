@@ -39,32 +39,26 @@ has no tfp_bnn port.
 import argparse
 import math
 import os
-import pathlib
 import platform
-import sys
 import time
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _common  # first: TensorFlow's start-up notices off, the repository on sys.path
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-# The regression notebook's generator (facts from the notebook).
-W0, B0 = 0.125, 5.0
-X_RANGE = (-20.0, 60.0)
-NUM_TRAIN = NUM_TEST = 150
-DATA_SEED, TEST_SEED = 43, 44
-REG_BATCH, REG_EPOCHS, REG_LR = 32, 1000, 0.01
-VGP_INDUCING, VGP_NOISE_INIT = 40, 0.54
-
-# The LeNet program's settings.
-LENET_BATCH, LENET_LR, LENET_MC = 128, 1e-3, 50
-DIGITS_SPLIT_SEED = 0
+from _tfp_bnn_ports import ours_lenet
+from _tfp_bnn_ports import ours_regression
+from _tfp_originals import tfp_lenet
+from _tfp_originals import tfp_modules
+from _tfp_originals import tfp_regression
+from _tfp_originals import tfp_vgp
+from _tfp_programs import LENET_MC
+from _tfp_programs import REG_EPOCHS
+from _tfp_programs import NotAvailable
+from _tfp_programs import digits_data
+from _tfp_programs import regression_data
 
 CASES = ("lenet", "case1", "case2", "case3", "case4", "case5")
 CASE_TITLES = {
@@ -76,361 +70,6 @@ CASE_TITLES = {
     "case5": "regression 5: variational GP",
 }
 
-
-class NotAvailable(Exception):
-    """A tfp_bnn name the port needs is not importable (yet)."""
-
-
-# --------------------------------------------------------------------------- data
-
-def _noise_std(x):
-    g = (x - X_RANGE[0]) / (X_RANGE[1] - X_RANGE[0])
-    return 3.0 * (0.25 + g ** 2)
-
-
-def _true_mean(x):
-    return W0 * x * (1.0 + np.sin(x)) + B0
-
-
-def regression_data():
-    """(x, y, x_test, y_test), x of shape (N, 1), y of shape (N, 1), float64.
-
-    The training set reproduces the notebook's draws: the legacy NumPy
-    generator seeded with 43, uniform inputs first, then standard normals.
-    """
-    rng = np.random.RandomState(DATA_SEED)
-    x = (X_RANGE[1] - X_RANGE[0]) * rng.rand(NUM_TRAIN) + X_RANGE[0]
-    y = _true_mean(x) + rng.randn(NUM_TRAIN) * _noise_std(x)
-    x_test = np.linspace(*X_RANGE, num=NUM_TEST).astype(np.float32).astype(np.float64)
-    test_rng = np.random.RandomState(TEST_SEED)
-    y_test = _true_mean(x_test) + test_rng.randn(NUM_TEST) * _noise_std(x_test)
-    return x[:, None], y[:, None], x_test[:, None], y_test[:, None]
-
-
-def digits_data():
-    """(x_train, y_train, x_test, y_test): 8x8x1 images in [0, 1], int labels."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    images = (digits.images / 16.0).astype(np.float32)[..., None]
-    return train_test_split(images, digits.target.astype(np.int32), test_size=0.2,
-                            random_state=DIGITS_SPLIT_SEED, stratify=digits.target)
-
-
-def _batches(x, y, batch_size, epochs, seed, dtype="float32"):
-    """Shuffled batches of `epochs` passes, as `fit(epochs=, batch_size=)` draws them."""
-    data = tf.data.Dataset.from_tensor_slices((x.astype(dtype), y.astype(
-        dtype if y.dtype.kind == "f" else "int32")))
-    return (data.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
-            .batch(batch_size).repeat(epochs))
-
-
-# ------------------------------------------------------------------------ scoring
-
-def _mixture_scores(log_probs, means, y):
-    """NLL of the equal mixture over passes, and RMSE of its mean.
-
-    log_probs, means: [passes, n, 1]; y: [n, 1].
-    """
-    log_probs = np.asarray(log_probs, np.float64)
-    passes = log_probs.shape[0]
-    top = log_probs.max(axis=0)
-    log_mix = top + np.log(np.exp(log_probs - top).sum(axis=0)) - math.log(passes)
-    mean = np.asarray(means, np.float64).mean(axis=0)
-    return float(-log_mix.mean()), float(np.sqrt(np.mean((mean - y) ** 2)))
-
-
-def _classification_scores(probs, labels):
-    """NLL of the averaged class probabilities, and accuracy of their argmax."""
-    mean = np.asarray(probs, np.float64).mean(axis=0)
-    picked = np.clip(mean[np.arange(len(labels)), labels], 1e-300, None)
-    return float(-np.log(picked).mean()), float(np.mean(mean.argmax(axis=1) == labels))
-
-
-# ------------------------------------------------------------------ TFP originals
-
-def _tfp_modules():
-    import tf_keras  # noqa: F401  (first: tfp.layers is built on it)
-    import tensorflow_probability as tfp
-
-    return tf_keras, tfp
-
-
-def tfp_lenet(data, epochs, seed, mc_samples):
-    tf_keras, tfp = _tfp_modules()
-    tfd = tfp.distributions
-    x_train, x_test, y_train, y_test = data
-    num_train = len(x_train)
-    tf_keras.utils.set_random_seed(seed)
-
-    def divergence(q, p, _):  # the program's KL / N, per layer
-        return tfd.kl_divergence(q, p) / num_train
-
-    def conv(filters):
-        return tfp.layers.Convolution2DFlipout(filters, kernel_size=5, padding="SAME",
-                                               activation="relu",
-                                               kernel_divergence_fn=divergence)
-
-    def pool():
-        return tf_keras.layers.MaxPooling2D(pool_size=2, strides=2, padding="SAME")
-
-    model = tf_keras.Sequential([
-        tf_keras.layers.InputLayer(input_shape=x_train.shape[1:]),
-        conv(6), pool(), conv(16), pool(), conv(120),
-        tf_keras.layers.Flatten(),
-        tfp.layers.DenseFlipout(84, activation="relu", kernel_divergence_fn=divergence),
-        tfp.layers.DenseFlipout(10, kernel_divergence_fn=divergence),
-    ])
-    model.compile(optimizer=tf_keras.optimizers.Adam(LENET_LR),
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    start = time.perf_counter()
-    model.fit(_batches(x_train, y_train, LENET_BATCH, epochs, seed), verbose=0)
-    seconds = time.perf_counter() - start
-    probs = [tf.nn.softmax(model(x_test)).numpy() for _ in range(mc_samples)]
-    return (*_classification_scores(probs, y_test), seconds)
-
-
-def _tfp_posterior_mean_field(tf_keras, tfp):
-    """The notebook's mean-field posterior: VariableLayer(2n) -> Independent Normal."""
-    tfd = tfp.distributions
-    offset = float(np.log(np.expm1(1.0)))
-
-    def make(kernel_size, bias_size=0, dtype=None):
-        n = kernel_size + bias_size
-        return tf_keras.Sequential([
-            tfp.layers.VariableLayer(2 * n, dtype=dtype),
-            tfp.layers.DistributionLambda(lambda t: tfd.Independent(
-                tfd.Normal(loc=t[..., :n], scale=1e-5 + tf.nn.softplus(offset + t[..., n:])),
-                reinterpreted_batch_ndims=1)),
-        ])
-
-    return make
-
-
-def _tfp_prior_trainable(tf_keras, tfp):
-    """The notebook's trainable prior: VariableLayer(n) -> Independent Normal(t, 1)."""
-    tfd = tfp.distributions
-
-    def make(kernel_size, bias_size=0, dtype=None):
-        n = kernel_size + bias_size
-        return tf_keras.Sequential([
-            tfp.layers.VariableLayer(n, dtype=dtype),
-            tfp.layers.DistributionLambda(lambda t: tfd.Independent(
-                tfd.Normal(loc=t, scale=1.0), reinterpreted_batch_ndims=1)),
-        ])
-
-    return make
-
-
-def _normal_unit(tfd):
-    return lambda t: tfd.Normal(loc=t, scale=1.0)
-
-
-def _normal_learned(tfd, factor):
-    return lambda t: tfd.Normal(loc=t[..., :1],
-                                scale=1e-3 + tf.math.softplus(factor * t[..., 1:]))
-
-
-def _negloglik(y, rv_y):
-    return -rv_y.log_prob(y)
-
-
-def tfp_regression(case, data, epochs, seed, mc_samples):
-    tf_keras, tfp = _tfp_modules()
-    tfd = tfp.distributions
-    x, y, x_test, y_test = data
-    tf_keras.utils.set_random_seed(seed)
-    if case == "case1":
-        body = [tf_keras.layers.Dense(1), tfp.layers.DistributionLambda(_normal_unit(tfd))]
-    elif case == "case2":
-        body = [tf_keras.layers.Dense(2),
-                tfp.layers.DistributionLambda(_normal_learned(tfd, 0.05))]
-    else:
-        units, head = ((1, _normal_unit(tfd)) if case == "case3"
-                       else (2, _normal_learned(tfd, 0.01)))
-        body = [tfp.layers.DenseVariational(units, _tfp_posterior_mean_field(tf_keras, tfp),
-                                            _tfp_prior_trainable(tf_keras, tfp),
-                                            kl_weight=1.0 / len(x)),
-                tfp.layers.DistributionLambda(head)]
-    model = tf_keras.Sequential([tf_keras.layers.InputLayer(input_shape=(1,))] + body)
-    model.compile(optimizer=tf_keras.optimizers.Adam(learning_rate=REG_LR), loss=_negloglik)
-    start = time.perf_counter()
-    model.fit(_batches(x, y, REG_BATCH, epochs, seed), verbose=0)
-    seconds = time.perf_counter() - start
-    passes = 1 if case in ("case1", "case2") else mc_samples
-    x_t = x_test.astype(np.float32)
-    outputs = [model(x_t) for _ in range(passes)]
-    log_probs = [d.log_prob(y_test.astype(np.float32)).numpy() for d in outputs]
-    means = [d.mean().numpy() for d in outputs]
-    return (*_mixture_scores(log_probs, means, y_test), seconds)
-
-
-def tfp_vgp(data, epochs, seed):
-    """Case 5 in float64, as the notebook runs it; floatx is restored after."""
-    tf_keras, tfp = _tfp_modules()
-    x, y, x_test, y_test = data
-    previous = tf_keras.backend.floatx()
-    tf_keras.backend.set_floatx("float64")
-    try:
-        tf_keras.utils.set_random_seed(seed)
-
-        class RBFKernelFn(tf_keras.layers.Layer):
-            """Holds the two kernel parameters; softplus(0.1 a) and softplus(5 l)."""
-
-            def __init__(self, **kwargs):
-                super().__init__(**kwargs)
-                self._amplitude = self.add_weight(name="amplitude", shape=(),
-                                                  initializer="zeros", dtype="float64")
-                self._length_scale = self.add_weight(name="length_scale", shape=(),
-                                                     initializer="zeros", dtype="float64")
-
-            def call(self, inputs):
-                return inputs
-
-            @property
-            def kernel(self):
-                return tfp.math.psd_kernels.ExponentiatedQuadratic(
-                    amplitude=tf.nn.softplus(0.1 * self._amplitude),
-                    length_scale=tf.nn.softplus(5.0 * self._length_scale))
-
-        inducing = np.linspace(*X_RANGE, num=VGP_INDUCING)[:, None]
-        model = tf_keras.Sequential([
-            tf_keras.layers.InputLayer(input_shape=(1,)),
-            tf_keras.layers.Dense(1, kernel_initializer="ones", use_bias=False),
-            tfp.layers.VariationalGaussianProcess(
-                num_inducing_points=VGP_INDUCING,
-                kernel_provider=RBFKernelFn(),
-                event_shape=[1],
-                inducing_index_points_initializer=tf_keras.initializers.Constant(inducing),
-                unconstrained_observation_noise_variance_initializer=(
-                    tf_keras.initializers.Constant(VGP_NOISE_INIT))),
-        ])
-        kl_weight = REG_BATCH / len(x)
-
-        def loss(y_true, rv_y):
-            return rv_y.variational_loss(y_true, kl_weight=np.float64(kl_weight))
-
-        model.compile(optimizer=tf_keras.optimizers.Adam(learning_rate=REG_LR), loss=loss)
-        start = time.perf_counter()
-        model.fit(_batches(x, y, REG_BATCH, epochs, seed, dtype="float64"), verbose=0)
-        seconds = time.perf_counter() - start
-        # Per-point predictive marginals N(mean, stddev^2) at the test inputs.
-        yhat = model(x_test)
-        mean = np.reshape(yhat.mean().numpy(), (-1, 1))
-        std = np.reshape(yhat.stddev().numpy(), (-1, 1))
-        log_prob = (-0.5 * ((y_test - mean) / std) ** 2 - np.log(std)
-                    - 0.5 * math.log(2 * math.pi))
-        return (float(-log_prob.mean()), float(np.sqrt(np.mean((mean - y_test) ** 2))),
-                seconds)
-    finally:
-        tf_keras.backend.set_floatx(previous)
-
-
-# ------------------------------------------------------------------ tfp_bnn ports
-
-def _ours(*names):
-    """tfp_bnn attributes by dotted name, or NotAvailable naming the missing one."""
-    try:
-        import tfp_bnn
-    except Exception as error:  # noqa: BLE001  (a package mid-edit must not stop the TFP side)
-        raise NotAvailable(f"tfp_bnn does not import: {type(error).__name__}: {error}") from None
-
-    found = []
-    for name in names:
-        value = tfp_bnn
-        try:
-            for part in name.split("."):
-                value = getattr(value, part)
-        except AttributeError:
-            raise NotAvailable(f"tfp_bnn.{name} is not available yet") from None
-        found.append(value)
-    return found
-
-
-def _ours_notebook_variational():
-    """DenseVariational arguments equal to the notebook's posterior_mean_field / prior_trainable.
-
-    posterior_mean_field: loc 0, scale 1e-5 + softplus(log(e - 1) + t), t = 0
-    at the start; prior_trainable: N(t, 1) with a trainable t = 0 at the start.
-    """
-    mean_field_normal, trainable_normal_prior = _ours("posteriors.MeanFieldNormal",
-                                                      "priors.TrainableNormalPrior")
-    try:
-        posterior = mean_field_normal(rho_init=math.log(math.e - 1.0), rho_init_stddev=0.0,
-                                      scale_offset=1e-5)
-    except TypeError:
-        raise NotAvailable("tfp_bnn.posteriors.MeanFieldNormal(scale_offset=) is not "
-                           "available yet") from None
-    return {"posterior": posterior, "prior": trainable_normal_prior(),
-            "kernel_initializer": "zeros", "bias_initializer": "zeros"}
-
-
-def ours_lenet(data, epochs, seed, mc_samples):
-    import keras
-
-    conv2d_flipout, dense_flipout = _ours("layers.Conv2DFlipout", "layers.DenseFlipout")
-    x_train, x_test, y_train, y_test = data
-    kl_weight = 1.0 / len(x_train)
-    keras.utils.set_random_seed(seed)
-
-    def conv(filters):
-        return conv2d_flipout(filters, kernel_size=5, padding="same", activation="relu",
-                              kl_weight=kl_weight)
-
-    def pool():
-        return keras.layers.MaxPooling2D(pool_size=2, strides=2, padding="same")
-
-    model = keras.Sequential([
-        keras.Input(x_train.shape[1:]),
-        conv(6), pool(), conv(16), pool(), conv(120),
-        keras.layers.Flatten(),
-        dense_flipout(84, activation="relu", kl_weight=kl_weight),
-        dense_flipout(10, kl_weight=kl_weight),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(LENET_LR),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    start = time.perf_counter()
-    model.fit(_batches(x_train, y_train, LENET_BATCH, epochs, seed), shuffle=False, verbose=0)
-    seconds = time.perf_counter() - start
-    probs = [tf.nn.softmax(model(x_test, training=False)).numpy() for _ in range(mc_samples)]
-    return (*_classification_scores(probs, y_test), seconds)
-
-
-def ours_regression(case, data, epochs, seed, mc_samples):
-    import keras
-    import tensorflow_probability as tfp
-
-    tfd = tfp.distributions
-    (distribution_lambda,) = _ours("layers.DistributionLambda")
-    (distribution_of,) = _ours("distributions.distribution_of")
-    x, y, x_test, y_test = data
-    keras.utils.set_random_seed(seed)
-    if case == "case1":
-        body = [keras.layers.Dense(1), distribution_lambda(_normal_unit(tfd))]
-    elif case == "case2":
-        body = [keras.layers.Dense(2), distribution_lambda(_normal_learned(tfd, 0.05))]
-    else:
-        (dense_variational,) = _ours("layers.DenseVariational")
-        units, head = ((1, _normal_unit(tfd)) if case == "case3"
-                       else (2, _normal_learned(tfd, 0.01)))
-        body = [dense_variational(units, kl_weight=1.0 / len(x), kl_use_exact=False,
-                                  **_ours_notebook_variational()),
-                distribution_lambda(head)]
-    model = keras.Sequential([keras.Input((1,))] + body)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=REG_LR), loss=_negloglik)
-    start = time.perf_counter()
-    model.fit(_batches(x, y, REG_BATCH, epochs, seed), shuffle=False, verbose=0)
-    seconds = time.perf_counter() - start
-    passes = 1 if case in ("case1", "case2") else mc_samples
-    x_t = x_test.astype(np.float32)
-    outputs = [distribution_of(model(x_t)) for _ in range(passes)]
-    log_probs = [d.log_prob(y_test.astype(np.float32)).numpy() for d in outputs]
-    means = [d.mean().numpy() for d in outputs]
-    return (*_mixture_scores(log_probs, means, y_test), seconds)
-
-
-# ---------------------------------------------------------------------- driver
 
 def run_case(side, case, args, regression, digits, seed):
     if case == "lenet":
@@ -472,9 +111,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.epochs, args.lenet_epochs, args.mc_samples = 1, 2, 1, 5
-    for name in ("seeds", "epochs", "lenet_epochs", "mc_samples"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    _common.require_positive(parser, args, ("seeds", "epochs", "lenet_epochs", "mc_samples"))
     return args
 
 
@@ -488,7 +125,7 @@ def main(argv=None):
     print(f"python {platform.python_version()}, tensorflow {tf.__version__}, "
           f"tensorflow_probability {tfp.__version__}, keras {keras.__version__}")
     if "tfp" in sides:
-        tf_keras, _ = _tfp_modules()
+        tf_keras, _ = tfp_modules()
         print(f"tf_keras {tf_keras.__version__} (TFP side only)")
     print(f"cpu cores: {os.cpu_count()}; seeds: {args.seeds}; regression epochs: "
           f"{args.epochs} (notebook: {REG_EPOCHS}); LeNet epochs on 8x8 digits: "

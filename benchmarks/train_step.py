@@ -25,28 +25,17 @@ tfp.layers.DenseFlipout / tfp_bnn DenseFlipout >= 1.5.
 """
 
 import argparse
-import functools
-import os
-import pathlib
 import sys
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _common  # first: TensorFlow's start-up notices off, the repository on sys.path
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import _timing  # noqa: E402
-import tfp_bnn  # noqa: E402
-
-INPUT_DIM = 784
-HIDDEN = (400, 400)
-CLASSES = 10
+import _timing
+import tfp_bnn
 
 OURS = {
     "DenseFlipout": tfp_bnn.layers.DenseFlipout,
@@ -76,9 +65,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.repeats, args.warmup_steps = 2, 1, 1
-    for name in ("steps", "repeats", "warmup_steps", "batch_size", "num_examples", "rows"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    _common.require_positive(parser, args, ("steps", "repeats", "warmup_steps", "batch_size",
+                                            "num_examples", "rows"))
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step of each fit call is not timed)")
     return args
@@ -87,8 +75,8 @@ def parse_args(argv=None):
 def synthetic_dataset(rows, batch_size, seed):
     """MNIST-shaped random data: pixels in [0, 1), 10 classes, repeated forever."""
     rng = np.random.default_rng(seed)
-    x = rng.random((rows, INPUT_DIM), dtype=np.float32)
-    y = rng.integers(0, CLASSES, size=(rows,)).astype("int32")
+    x = rng.random((rows, _common.INPUT_DIM), dtype=np.float32)
+    y = rng.integers(0, _common.CLASSES, size=(rows,)).astype("int32")
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
     return dataset.batch(batch_size, drop_remainder=True).prefetch(2)
 
@@ -110,11 +98,7 @@ def _timed_variant(name, model, dataset, callback_base):
 
 def keras_variant(name, layer_fn, dataset, jit_compile):
     """A Keras 3 MLP whose three layers come from `layer_fn(units, activation)`."""
-    model = keras.Sequential(
-        [keras.Input((INPUT_DIM,))]
-        + [layer_fn(units, activation="relu") for units in HIDDEN]
-        + [layer_fn(CLASSES, activation=None)]
-    )
+    model = _common.mlp(layer_fn)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -137,10 +121,10 @@ def tfp_variant(name, dataset, num_examples, jit_compile):
         return tfd.kl_divergence(q, p) / num_examples
 
     model = tf_keras.Sequential(
-        [tf_keras.Input((INPUT_DIM,))]
+        [tf_keras.Input((_common.INPUT_DIM,))]
         + [tfp.layers.DenseFlipout(units, activation="relu", kernel_divergence_fn=scaled_kl)
-           for units in HIDDEN]
-        + [tfp.layers.DenseFlipout(CLASSES, kernel_divergence_fn=scaled_kl)]
+           for units in _common.HIDDEN]
+        + [tfp.layers.DenseFlipout(_common.CLASSES, kernel_divergence_fn=scaled_kl)]
     )
     model.compile(
         optimizer=tf_keras.optimizers.Adam(1e-3),
@@ -162,8 +146,7 @@ def build_table(tag, dataset, args, jit_compile, tfp_jit):
         return layer_fn
 
     variants = {"dense": keras_variant(f"keras.layers.Dense [{tag}]",
-                                       functools.partial(keras.layers.Dense), dataset,
-                                       jit_compile)}
+                                       keras.layers.Dense, dataset, jit_compile)}
     for short, layer_cls in OURS.items():
         variants[short] = keras_variant(f"tfp_bnn {short} [{tag}]", ours(layer_cls),
                                         dataset, jit_compile)
@@ -206,31 +189,24 @@ def main(argv=None):
     _timing.run_round_robin(variants, args.repeats, args.steps,
                             log=lambda msg: print(msg, flush=True))
 
-    print()
     default = tables[0][1]
-    print(_timing.format_table(
-        "Table 1: each framework's CPU default (no XLA); median per-step time",
-        list(default.values()), baseline=default["dense"]))
+    report = [("Table 1: each framework's CPU default (no XLA); median per-step time",
+               default, "dense")]
+    ratios = [("ratio ours Flipout / keras Dense [jit off]",
+               default["DenseFlipout"], default["dense"], ("<=", 2.2)),
+              ("ratio TFP Flipout / ours Flipout [jit off]",
+               default["tfp"], default["DenseFlipout"], (">=", 1.5))]
     if len(tables) > 1:
         xla = tables[1][1]
-        print()
-        print(_timing.format_table(
-            "Table 2: jit_compile=True (XLA); median per-step time",
-            list(xla.values()), baseline=xla["dense"]))
-    print()
-    print(_timing.ratio_line("ratio ours Flipout / keras Dense [jit off]",
-                             default["DenseFlipout"], default["dense"], ("<=", 2.2)))
-    print(_timing.ratio_line("ratio TFP Flipout / ours Flipout [jit off]",
-                             default["tfp"], default["DenseFlipout"], (">=", 1.5)))
-    if len(tables) > 1:
-        print(_timing.ratio_line("ratio ours Flipout / keras Dense [XLA]",
-                                 xla["DenseFlipout"], xla["dense"], ("<=", 2.2)))
+        report.append(("Table 2: jit_compile=True (XLA); median per-step time", xla, "dense"))
+        ratios.append(("ratio ours Flipout / keras Dense [XLA]",
+                       xla["DenseFlipout"], xla["dense"], ("<=", 2.2)))
         if "tfp" in xla:
-            print(_timing.ratio_line("ratio TFP Flipout / ours Flipout [XLA]",
-                                     xla["tfp"], xla["DenseFlipout"], (">=", 1.5)))
-        print(_timing.ratio_line(
-            "ratio TFP Flipout [jit off, its default] / ours Flipout [XLA]",
-            default["tfp"], xla["DenseFlipout"]))
+            ratios.append(("ratio TFP Flipout / ours Flipout [XLA]",
+                           xla["tfp"], xla["DenseFlipout"], (">=", 1.5)))
+        ratios.append(("ratio TFP Flipout [jit off, its default] / ours Flipout [XLA]",
+                       default["tfp"], xla["DenseFlipout"], None))
+    _timing.print_report(report, ratios)
     print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
           "the same table)")
     return 0

@@ -32,15 +32,15 @@ def _fixed_global_seeds():
 
 @pytest.fixture
 def record_figures(monkeypatch):
-    """`record_figures(module)` -> list of the Figures `module._save` draws.
+    """`record_figures(module)` -> list of the Figures `module.save_figure` draws.
 
     For the plot modules (`tfp_bnn.plots`, `tfp_bnn.plots_nodes`), whose
-    functions draw through `_save(draw, path)`: the tests inspect the artists.
+    functions draw through `save_figure(draw, path)`: the tests inspect the artists.
     """
 
     def record(module):
         figures = []
-        original = module._save
+        original = module.save_figure
 
         def recording_save(draw, path):
             def recording_draw(figure):
@@ -49,7 +49,7 @@ def record_figures(monkeypatch):
 
             return original(recording_draw, path)
 
-        monkeypatch.setattr(module, "_save", recording_save)
+        monkeypatch.setattr(module, "save_figure", recording_save)
         return figures
 
     return record
@@ -62,3 +62,15 @@ def mixed_float16():
     keras.mixed_precision.set_global_policy("mixed_float16")
     yield
     keras.mixed_precision.set_global_policy(previous)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with slow tests run first, the rest keep their order.
+
+    With `--dist loadfile` each file goes whole to the next free worker in
+    collection order; a slow file collected last (tests/zoo/... sorts late)
+    would run alone at the end while the other worker idles. Longest jobs
+    first keeps both workers busy to the end.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: order kept otherwise

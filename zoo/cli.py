@@ -15,6 +15,7 @@ import argparse
 import re
 import sys
 
+from zoo.models import limits
 from zoo.run import flags
 from zoo.experiments import uci_benchmark_args
 
@@ -27,7 +28,8 @@ def build_parser():
     parser = flags.OneLineParser(
         prog="python -m zoo",
         description="Ready Bayesian models: list them, train one, evaluate a run, run the "
-                    "UCI benchmark. Without a command: the main job (see zoo.experiments.main_job).")
+                    "UCI benchmark. Without a command: the main job "
+                    "(zoo.experiments.main_job).")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="ready models and built-in datasets")
 
@@ -56,7 +58,7 @@ def build_parser():
     train.add_argument("--set", type=_override, action=flags.CollectOverrides, default={},
                        dest="overrides", metavar="KEY=VALUE",
                        help="builder argument, e.g. --set hidden_units=[100] --set rate=0.1 "
-                            f"(layer sizes at most {flags.MAX_UNITS:,}; not the arguments "
+                            f"(layer sizes at most {limits.MAX_UNITS:,}; not the arguments "
                             "the flags set: seed, decay_steps, ...)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--checkpoint-seconds", type=flags.seconds, default=2.0,

@@ -10,16 +10,9 @@ numbers.
 """
 
 import math
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "moments.py"
 
 NUMBERS = (
     r"moments \(diagonal\) vs T=\d+ MC: (\S+)x faster \(target >= 30x",
@@ -31,12 +24,8 @@ NUMBERS = (
 
 
 @pytest.mark.slow
-def test_quick_run_prints_ratio_and_log_likelihood_difference():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, str(SCRIPT), "--quick"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
+def test_quick_run_prints_ratio_and_log_likelihood_difference(run_benchmark):
+    out = run_benchmark("moments", "--quick")
     for pattern in NUMBERS:
         match = re.search(pattern, out)
         assert match, f"missing {pattern!r} in output:\n{out}"

@@ -58,7 +58,7 @@ def test_piped_train_prints_plain_progress_lines(tmp_path):
     assert (tmp_path / "run" / "results.json").is_file()
 
 
-# Bad input from the command line: tests/zoo/test_bad_input_cli.py.
+# Bad input from the command line: tests/zoo/test_cli_bad_input.py.
 
 
 def test_benchmark_is_dispatched(capsys):

@@ -1,4 +1,6 @@
-"""Calibration under covariate shift on the 8x8 digits (`python -m zoo.experiments.covariate_shift`).
+"""Calibration under covariate shift on the 8x8 digits.
+
+    python -m zoo.experiments.covariate_shift [--epochs N] [--models A,B] [--repeats R] [--out F]
 
 The protocol of Ovadia et al. (2019), "Can you trust your model's
 uncertainty?", on a problem two CPU cores train in seconds: every model is
@@ -21,25 +23,26 @@ The models of the script are those of `BUILDERS`; any function called as
 logits output can be added.
 """
 
-import argparse
-import operator
+import functools
 import sys
 import time
 
 import numpy as np
 
 import tfp_bnn
+from tfp_bnn import _validation as check
 from tfp_bnn.data import corruptions as corruptions_lib
 from tfp_bnn.data.digits import load_digits
 from zoo.models import digits as digits_models
 from zoo.models import node_bnn
+from zoo.models.flipout import flipout_mlp
+from zoo.run import report
+from zoo.run import scoring
 from zoo.run import flags
-from zoo.run.flags import add_run_flags
-from zoo.run.flags import check_run_flags
 
 BUILDERS = {
     "deterministic_mlp": digits_models.deterministic_mlp,
-    "flipout_mlp": digits_models.flipout_mlp,
+    "flipout_mlp": flipout_mlp,
     "node_bnn_mlp_gaussian": node_bnn.node_bnn_mlp_gaussian,
     "node_bnn_mlp_flow": node_bnn.node_bnn_mlp_flow,
     "deterministic_cnn": digits_models.deterministic_cnn,
@@ -51,44 +54,8 @@ BUILDERS = {
 EPOCHS = digits_models.EPOCHS
 BATCH_SIZE = digits_models.BATCH_SIZE
 NUM_SAMPLES = 100
-NUM_BINS = 15
 METRICS = ("accuracy", "nll", "ece")
 CLEAN = "clean"
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
-
-
-def _check_corruptions(names):
-    names = list(corruptions_lib.CORRUPTIONS) if names is None else list(names)
-    for name in names:
-        if name not in corruptions_lib.CORRUPTIONS:
-            raise ValueError(
-                f"Unknown corruption {name!r}; available: {sorted(corruptions_lib.CORRUPTIONS)}."
-            )
-    if len(set(names)) != len(names):
-        raise ValueError(f"`corruptions` lists a name twice: {names}.")
-    return names
-
-
-def _check_intensities(intensities):
-    checked = []
-    for value in intensities:
-        if isinstance(value, bool):
-            value = None
-        try:
-            value = operator.index(value)
-        except TypeError:
-            value = None
-        if value not in corruptions_lib.INTENSITIES:
-            raise ValueError(f"`intensities` must be ints in 1..5, got {tuple(intensities)!r}.")
-        checked.append(value)
-    if len(set(checked)) != len(checked):
-        raise ValueError(f"`intensities` lists a value twice: {tuple(intensities)!r}.")
-    return checked
 
 
 def samples_for(model, num_samples: int) -> int:
@@ -98,12 +65,8 @@ def samples_for(model, num_samples: int) -> int:
 
 def score(model, x, y, num_samples):
     """Accuracy, NLL (nats) and ECE (15 bins) of the T-sample predictive."""
-    prediction = tfp_bnn.predict.classification(model, x, num_samples=num_samples)
-    return {
-        "accuracy": float(prediction.accuracy(y)),
-        "nll": float(prediction.nll(y)),
-        "ece": float(prediction.ece(y, num_bins=NUM_BINS)),
-    }
+    scores, _ = scoring.score(model, x, y, "classification", num_samples)
+    return {metric: scores[metric] for metric in METRICS}
 
 
 def evaluate_under_shift(models, data, corruptions=None, intensities=corruptions_lib.INTENSITIES,
@@ -141,9 +104,12 @@ def evaluate_under_shift(models, data, corruptions=None, intensities=corruptions
     for key in ("x_test", "y_test"):
         if key not in data:
             raise ValueError(f"`data` needs the key {key!r}; it has {sorted(data)}.")
-    names = _check_corruptions(corruptions)
-    levels = _check_intensities(intensities)
-    num_samples = _positive_int("num_samples", num_samples)
+    names = check.subset("corruptions", list(corruptions_lib.CORRUPTIONS)
+                         if corruptions is None else corruptions, corruptions_lib.CORRUPTIONS)
+    levels = check.subset("intensities", [
+        check.integer("intensities", value, 1, max(corruptions_lib.INTENSITIES))
+        for value in intensities], corruptions_lib.INTENSITIES)
+    num_samples = check.integer("num_samples", num_samples)
     x_test, y_test = data["x_test"], data["y_test"]
     test_sets = [(CLEAN, 0, np.asarray(x_test, dtype=np.float32))]
     for name in names:
@@ -296,7 +262,7 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, names=None, batch_size=B
           f"batch {batch_size}, seed {seed}, T = {num_samples}", flush=True)
     models, train_seconds = {}, {}
     for name in names:
-        model = BUILDERS[name](num_train=num_train, seed=seed)
+        model = BUILDERS[name](**digits_models.DIGITS, num_train=num_train, seed=seed)
         begin = time.perf_counter()
         history = digits_models.train(model, data, epochs=epochs, batch_size=batch_size,
                                       seed=seed)
@@ -351,16 +317,12 @@ def run_seeds(seeds, epochs=EPOCHS, num_samples=NUM_SAMPLES, names=None,
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m zoo.experiments.covariate_shift",
-        description=(
-            "Train the digits classifiers of BUILDERS and print their accuracy, NLL and "
-            "ECE on clean and corrupted test images as Markdown tables."
-        ),
-    )
-    add_run_flags(parser, EPOCHS, NUM_SAMPLES, "training epochs per model",
-                  "seed of the split, weights, noise and corruptions",
-                  "Monte Carlo samples for stochastic models")
+    parser = flags.run_parser(
+        "python -m zoo.experiments.covariate_shift",
+        "Train the digits classifiers of BUILDERS and print their accuracy, NLL and ECE on "
+        "clean and corrupted test images as Markdown tables.", EPOCHS, NUM_SAMPLES,
+        "training epochs per model", "seed of the split, weights, noise and corruptions",
+        "Monte Carlo samples for stochastic models")
     parser.add_argument("--models", default=None,
                         help=f"comma-separated subset of {', '.join(BUILDERS)} (default: all)")
     parser.add_argument("--repeats", type=int, default=1,
@@ -371,6 +333,16 @@ def build_parser():
     return parser
 
 
+def _show(result):
+    print()
+    print(result["markdown"], end="")
+    timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
+    if "evaluation_seconds" in result:
+        timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
+    print(f"\n{timing}")
+    return result, result["markdown"]
+
+
 def main(argv=None):
     """Entry point of `python -m zoo.experiments.covariate_shift`; returns the exit code.
 
@@ -379,7 +351,7 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    check_run_flags(parser, args)
+    flags.check_run_flags(parser, args)
     names = None
     if args.models is not None:
         names = [name.strip() for name in args.models.split(",") if name.strip()]
@@ -388,23 +360,12 @@ def main(argv=None):
             parser.error(f"--models must name some of {', '.join(BUILDERS)}, got {args.models!r}")
     if args.repeats < 1:
         parser.error(f"--repeats must be a positive int, got {args.repeats}")
-    partial = flags.reserve_report(parser, args.out)
-    try:
-        if args.repeats == 1:
-            result = run(epochs=args.epochs, seed=args.seed, num_samples=args.samples,
-                         names=names)
-        else:
-            result = run_seeds(range(args.seed, args.seed + args.repeats), epochs=args.epochs,
-                               num_samples=args.samples, names=names)
-        print()
-        print(result["markdown"], end="")
-        timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
-        if "evaluation_seconds" in result:
-            timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
-        print(f"\n{timing}")
-        flags.publish_report(partial, args.out, result["markdown"])
-    finally:
-        flags.discard_report(partial)
+    if args.repeats == 1:
+        work = functools.partial(run, seed=args.seed)
+    else:
+        work = functools.partial(run_seeds, range(args.seed, args.seed + args.repeats))
+    report.write(parser, args.out, lambda: _show(
+        work(epochs=args.epochs, num_samples=args.samples, names=names)))
     return 0
 
 

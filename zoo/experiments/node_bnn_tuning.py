@@ -1,4 +1,6 @@
-"""Choosing the node-BNN settings on held-out training data (`python -m zoo.experiments.node_bnn_tuning`).
+"""Choosing the node-BNN settings on held-out training data.
+
+    python -m zoo.experiments.node_bnn_tuning [--epochs N] [--architectures mlp,cnn] [--out F]
 
 The covariate-shift benchmark (`zoo.experiments.covariate_shift`) must not pick its
 settings on the test images it reports. This command holds out a
@@ -15,22 +17,21 @@ Example:
 >>> print(result["markdown"])
 """
 
-import argparse
 import itertools
 import sys
 import time
 
 import numpy as np
 
+from tfp_bnn import _validation as check
 from tfp_bnn.data.digits import load_digits
 from tfp_bnn.data.digits import stratified_split
 from zoo.models import digits as digits_models
 from zoo.models import node_bnn
 from zoo.experiments.covariate_shift import NUM_SAMPLES
 from zoo.experiments.covariate_shift import evaluate_under_shift
+from zoo.run import report
 from zoo.run import flags
-from zoo.run.flags import add_run_flags
-from zoo.run.flags import check_run_flags
 
 # s of the N(1, s^2) node prior and gamma of KL - gamma * H: the two settings
 # that decide how wide the node posterior stays (Trinh et al. 2022, sec. 4).
@@ -79,13 +80,6 @@ def settings(grid: dict = GRID) -> list:
     return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
 
 
-def _check_choice(name, values, allowed):
-    values = list(values)
-    if not values or any(value not in allowed for value in values):
-        raise ValueError(f"`{name}` must be some of {allowed}, got {values!r}.")
-    return values
-
-
 def tune(epochs=digits_models.EPOCHS, seed=0, num_samples=NUM_SAMPLES,
          architectures=ARCHITECTURES, posteriors=POSTERIORS, grid=GRID,
          intensities=SHIFT_INTENSITIES):
@@ -98,8 +92,8 @@ def tune(epochs=digits_models.EPOCHS, seed=0, num_samples=NUM_SAMPLES,
         `best` (dict (architecture, posterior) -> winning setting),
         `markdown` and `seconds`.
     """
-    architectures = _check_choice("architectures", architectures, ARCHITECTURES)
-    posteriors = _check_choice("posteriors", posteriors, POSTERIORS)
+    architectures = check.subset("architectures", architectures, ARCHITECTURES)
+    posteriors = check.subset("posteriors", posteriors, POSTERIORS)
     candidates = settings(grid)
     start = time.perf_counter()
     split = validation_split(load_digits(seed=seed), seed=seed)
@@ -110,8 +104,8 @@ def tune(epochs=digits_models.EPOCHS, seed=0, num_samples=NUM_SAMPLES,
     rows = []
     for architecture, posterior, setting in itertools.product(architectures, posteriors,
                                                               candidates):
-        model = _BUILDERS[architecture](num_train=num_train, posterior=posterior, seed=seed,
-                                        **setting)
+        model = _BUILDERS[architecture](**digits_models.DIGITS, num_train=num_train,
+                                        posterior=posterior, seed=seed, **setting)
         begin = time.perf_counter()
         digits_models.train(model, split, epochs=epochs, seed=seed)
         seconds = time.perf_counter() - begin
@@ -164,15 +158,19 @@ def format_table(rows: list, grid: dict = GRID, seed: int = 0, epochs: int = 0) 
     return "\n".join(lines) + "\n"
 
 
+def _show(result):
+    return report.show(result, [f"best node_bnn_{architecture}_{posterior}: {setting}"
+                                for (architecture, posterior), setting in result["best"].items()])
+
+
 def main(argv=None):
     """Entry point of `python -m zoo.experiments.node_bnn_tuning`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m zoo.experiments.node_bnn_tuning",
-        description="Choose the node-BNN prior width and entropy weight on corrupted "
-                    "validation digits held out of the training set.")
-    add_run_flags(parser, digits_models.EPOCHS, NUM_SAMPLES, "training epochs per model",
-                  "seed of the splits, weights and validation corruptions",
-                  "Monte Carlo samples per prediction")
+    parser = flags.run_parser(
+        "python -m zoo.experiments.node_bnn_tuning",
+        "Choose the node-BNN prior width and entropy weight on corrupted validation digits "
+        "held out of the training set.", digits_models.EPOCHS, NUM_SAMPLES,
+        "training epochs per model", "seed of the splits, weights and validation corruptions",
+        "Monte Carlo samples per prediction")
     parser.add_argument("--architectures", default=",".join(ARCHITECTURES),
                         help="comma-separated subset of mlp,cnn")
     parser.add_argument("--posteriors", default=",".join(POSTERIORS),
@@ -180,7 +178,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None, metavar="FILE.md",
                         help="also write the Markdown table to this file")
     args = parser.parse_args(argv)
-    check_run_flags(parser, args)
+    flags.check_run_flags(parser, args)
     chosen = {}
     for flag, allowed in (("architectures", ARCHITECTURES), ("posteriors", POSTERIORS)):
         values = [v.strip() for v in getattr(args, flag).split(",") if v.strip()]
@@ -188,17 +186,8 @@ def main(argv=None):
             parser.error(f"--{flag} must name some of {','.join(allowed)}, "
                          f"got {getattr(args, flag)!r}")
         chosen[flag] = values
-    partial = flags.reserve_report(parser, args.out)
-    try:
-        result = tune(epochs=args.epochs, seed=args.seed, num_samples=args.samples, **chosen)
-        print()
-        print(result["markdown"], end="")
-        for (architecture, posterior), setting in result["best"].items():
-            print(f"best node_bnn_{architecture}_{posterior}: {setting}")
-        print(f"wall time {result['seconds']:.1f} s")
-        flags.publish_report(partial, args.out, result["markdown"])
-    finally:
-        flags.discard_report(partial)
+    report.write(parser, args.out, lambda: _show(tune(
+        epochs=args.epochs, seed=args.seed, num_samples=args.samples, **chosen)))
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Bayesian transformers trained by sampling vs by moment propagation (`python -m zoo.experiments.transformer_compare`).
+"""Bayesian transformers trained by sampling vs by moment propagation.
+
+    python -m zoo.experiments.transformer_compare [--task sunspots|concrete] [--full] [--out F]
 
 Two tasks, each trained once per path with the same network, seed and
 epochs, and scored on held-out data in the data's own units:
@@ -16,9 +18,11 @@ prediction uses T weight samples (`tfp_bnn.predict.regression`); the
 moment path predicts in one deterministic pass.
 """
 
-import argparse
+import math
 import sys
 import time
+
+import numpy as np
 
 from tfp_bnn.data import Standardizer
 from tfp_bnn.data import forecasting_split
@@ -26,9 +30,9 @@ from tfp_bnn.data import load_concrete
 from tfp_bnn.data import load_sunspots
 from tfp_bnn.data import train_test_split
 from zoo.models import transformer as transformer_models
+from zoo.run import report
+from zoo.run import scoring
 from zoo.run import flags
-from zoo.run.flags import add_run_flags
-from zoo.run.flags import check_run_flags
 
 TASKS = ("sunspots", "concrete")
 EPOCHS = {"sunspots": 30, "concrete": 150}
@@ -36,6 +40,8 @@ WINDOW = 24
 TEST_MONTHS = 240
 NUM_SAMPLES = 100
 PATHS = (("mc", "diagonal"), ("moments", "diagonal"))
+BATCH_SIZE = 64
+PREDICT_BATCH_SIZE = 256
 
 
 def sunspots_data(window=WINDOW, test_months=TEST_MONTHS):
@@ -57,6 +63,35 @@ def concrete_data(seed=0):
     return split, float(y_scaler.mean[()]), float(y_scaler.std[()])
 
 
+def compare(data, num_tokens, epochs, pooling, seed=0, num_samples=NUM_SAMPLES, width=16,
+            num_heads=2, ff_dim=32, paths=PATHS, y_shift=0.0, y_scale=1.0):
+    """Trains one network per (path, mode) and scores each on the test split.
+
+    `data` holds standardised targets; `y_shift` and `y_scale` map them back
+    to the data's units, where the scores are computed (`zoo.run.scoring`).
+
+    Returns:
+        list of dicts with `path`, `mode`, `train_seconds`,
+        `predict_seconds`, `log_likelihood`, `rmse`, `coverage_95`,
+        `mean_stddev`.
+    """
+    y_test = np.asarray(data["y_test"], np.float64) * y_scale + y_shift
+    rows = []
+    for path, mode in paths:
+        model = transformer_models.build(num_tokens, path, mode=mode, pooling=pooling,
+                                         width=width, num_heads=num_heads, ff_dim=ff_dim,
+                                         seed=seed)
+        scores, _ = scoring.fit_and_score(
+            model, data["x_train"], data["y_train"], data["x_test"], y_test, epochs,
+            BATCH_SIZE, num_samples, shift=y_shift, scale=y_scale, seed=seed,
+            predict_batch_size=PREDICT_BATCH_SIZE)
+        row = {"path": path, "mode": mode, **scores}
+        if not all(math.isfinite(row[k]) for k in ("log_likelihood", "rmse")):
+            raise FloatingPointError(f"{path}/{mode} training diverged: {row}")
+        rows.append(row)
+    return rows
+
+
 def run(task, epochs=None, seed=0, num_samples=NUM_SAMPLES, paths=PATHS):
     """Trains and scores one network per path on `task`; returns rows and Markdown."""
     if task not in TASKS:
@@ -73,16 +108,16 @@ def run(task, epochs=None, seed=0, num_samples=NUM_SAMPLES, paths=PATHS):
         what = (f"UCI concrete, {num_tokens} feature tokens, 90/10 split seed {seed} "
                 f"({len(data['y_train'])} train / {len(data['y_test'])} test)")
     start = time.perf_counter()
-    rows = transformer_models.compare(data, num_tokens, epochs, pooling, seed=seed,
-                                      num_samples=num_samples, paths=paths,
-                                      y_shift=shift, y_scale=scale)
+    rows = compare(data, num_tokens, epochs, pooling, seed=seed,
+                   num_samples=num_samples, paths=paths,
+                   y_shift=shift, y_scale=scale)
     lines = [f"{what}; {epochs} epochs, seed {seed}; MC prediction with T = {num_samples}.", "",
              "| training path | test LL (nats) | RMSE | 95% coverage | train s | predict s |",
              "|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         name = "Monte Carlo (Flipout)" if row["path"] == "mc" else f"moments ({row['mode']})"
         lines.append(f"| {name} | {row['log_likelihood']:.3f} | {row['rmse']:.3f} | "
-                     f"{100 * row['coverage']:.1f}% | {row['train_seconds']:.1f} | "
+                     f"{100 * row['coverage_95']:.1f}% | {row['train_seconds']:.1f} | "
                      f"{row['predict_seconds']:.2f} |")
     return {"rows": rows, "markdown": "\n".join(lines) + "\n",
             "seconds": time.perf_counter() - start}
@@ -90,33 +125,25 @@ def run(task, epochs=None, seed=0, num_samples=NUM_SAMPLES, paths=PATHS):
 
 def main(argv=None):
     """Entry point of `python -m zoo.experiments.transformer_compare`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m zoo.experiments.transformer_compare",
-        description="Train a Bayesian transformer by Monte Carlo sampling and by moment "
-                    "propagation; compare test log-likelihood, RMSE, coverage and time.")
+    parser = flags.run_parser(
+        "python -m zoo.experiments.transformer_compare",
+        "Train a Bayesian transformer by Monte Carlo sampling and by moment propagation; "
+        "compare test log-likelihood, RMSE, coverage and time.", 0, NUM_SAMPLES,
+        "training epochs (default 0 = the task's own: "
+        + ", ".join(f"{k} {v}" for k, v in EPOCHS.items()) + ")",
+        "seed of weights, noise and the concrete split",
+        "Monte Carlo samples for the sampled path's prediction")
     parser.add_argument("--task", choices=TASKS, default="sunspots")
-    add_run_flags(parser, 0, NUM_SAMPLES,
-                  "training epochs (default 0 = the task's own: "
-                  + ", ".join(f"{k} {v}" for k, v in EPOCHS.items()) + ")",
-                  "seed of weights, noise and the concrete split",
-                  "Monte Carlo samples for the sampled path's prediction")
     parser.add_argument("--full", action="store_true",
                         help="also train with full covariances (slow for long windows)")
     parser.add_argument("--out", default=None, metavar="FILE.md")
     args = parser.parse_args(argv)
     if args.epochs == 0:
         args.epochs = EPOCHS[args.task]
-    check_run_flags(parser, args)
+    flags.check_run_flags(parser, args)
     paths = PATHS + ((("moments", "full"),) if args.full else ())
-    partial = flags.reserve_report(parser, args.out)
-    try:
-        result = run(args.task, epochs=args.epochs, seed=args.seed, num_samples=args.samples,
-                     paths=paths)
-        print(result["markdown"], end="")
-        print(f"wall time {result['seconds']:.1f} s")
-        flags.publish_report(partial, args.out, result["markdown"])
-    finally:
-        flags.discard_report(partial)
+    report.write(parser, args.out, lambda: report.show(run(
+        args.task, epochs=args.epochs, seed=args.seed, num_samples=args.samples, paths=paths)))
     return 0
 
 

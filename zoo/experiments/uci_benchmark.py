@@ -35,13 +35,12 @@ import time
 import keras
 import numpy as np
 
-import tfp_bnn
-from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn import _validation as check
 from tfp_bnn.data import UCIDataset
-from tfp_bnn.layers._composite import positive_int
 from zoo.run import datasets
-from zoo.run import flags
+from zoo.run import report
 from zoo.models import registry
+from zoo.run import scoring
 from zoo.experiments.uci_benchmark_args import build_parser
 from zoo.experiments.uci_published import PUBLISHED
 
@@ -191,13 +190,6 @@ def validation_split(data, k, fraction=VALIDATION_FRACTION, dtype="float32"):
     return data.standardized(train[:cut], train[cut:], dtype=dtype)
 
 
-def _fit_callbacks(model, num_train):
-    # KLScheduler refuses a model without variational layers (MC dropout).
-    if tfp_bnn.kl_layers(model):
-        return [KLScheduler(num_examples=num_train)]
-    return []
-
-
 def _summary(values):
     return {"mean": float(np.mean(values)), "se": standard_error(values)}
 
@@ -248,16 +240,15 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
     available = len(data.splits)
     if splits is None:
         splits = 2 if validation else default_num_splits(data)
-    splits = positive_int("splits", splits)
+    splits = check.integer("splits", splits)
     if splits > available:
         raise ValueError(f"`splits` is {splits} but {data.path} has {available} splits.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    num_samples = positive_int("num_samples", num_samples)
+    seed = check.seed(seed)
+    num_samples = check.integer("num_samples", num_samples)
     settings = settings_for(name, model)
     settings.update(overrides or {})
     if epochs is not None:
-        settings["epochs"] = positive_int("epochs", epochs)
+        settings["epochs"] = check.integer("epochs", epochs)
     if build_model is None:
         build_model = registry.build_model
     model_args = {k: v for k, v in settings.items() if k not in ("epochs", "batch_size")}
@@ -272,13 +263,12 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         keras.utils.set_random_seed(seed + k)
         net = build_model(model, x.shape[1:], task="regression", num_train=len(x),
                           seed=seed + k, decay_steps=steps, **model_args)
-        net.fit(x, y, epochs=settings["epochs"], batch_size=settings["batch_size"],
-                shuffle=True, verbose=0, callbacks=_fit_callbacks(net, len(x)))
         scaler = part["y_scaler"]
-        prediction = tfp_bnn.predict.regression(net, part["x_test"], num_samples=num_samples)
-        prediction = prediction.rescale(shift=float(scaler.mean), scale=float(scaler.std))
-        row = {"split": k, "rmse": prediction.rmse(part["y_test_raw"]),
-               "ll": float(np.mean(prediction.log_likelihood(part["y_test_raw"]))),
+        scores, _ = scoring.fit_and_score(
+            net, x, y, part["x_test"], part["y_test_raw"], settings["epochs"],
+            settings["batch_size"], num_samples, shift=float(scaler.mean),
+            scale=float(scaler.std))
+        row = {"split": k, "rmse": scores["rmse"], "ll": scores["log_likelihood"],
                "seconds": time.perf_counter() - split_start}
         rows.append(row)
         if verbose:
@@ -364,16 +354,15 @@ def main(argv=None):
                      f"chosen for {sorted(BEST_MODEL)}.")
     if args.splits is not None and args.splits > len(data.splits):
         parser.error(f"--splits {args.splits}: {data.path} has only {len(data.splits)} splits.")
-    partial = flags.reserve_report(parser, args.out)
-    try:
+
+    def work():
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
                      num_samples=args.samples, validation=args.validation)
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))
-        flags.publish_report(partial, args.out, json.dumps(result, indent=1))
-    finally:
-        flags.discard_report(partial)  # the benchmark made it; nothing else is touched
-    return result
+        return result, json.dumps(result, indent=1)
+
+    return report.write(parser, args.out, work)
 
 
 if __name__ == "__main__":

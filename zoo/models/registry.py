@@ -14,7 +14,13 @@ import difflib
 import functools
 import inspect
 
-from zoo.models import ready_models
+from zoo.models import _common
+from zoo.models.bbb import bbb_mlp
+from zoo.models.flipout import flipout_lenet
+from zoo.models.flipout import flipout_mlp
+from zoo.models.mc_dropout import mc_dropout_mlp
+from zoo.models.node_bnn import node_bnn_mlp_flow
+from zoo.models.transformer import bayesian_transformer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,39 +52,41 @@ _ALL_INPUTS = ("table", "image", "sequence")
 _BOTH = ("regression", "classification")
 
 
-def _variant(function, **fixed):
-    return functools.partial(function, **fixed)
+def _plain(function):
+    return functools.partial(function, heteroscedastic=False)
+
+
+def _with_heteroscedastic(name, builder, kind, summary, paper, heteroscedastic_paper):
+    """The MLP `name` for both tasks, and `name`_heteroscedastic predicting s(x)."""
+    return (ModelSpec(name, _plain(builder), _BOTH, _ALL_INPUTS, summary, paper),
+            ModelSpec(f"{name}_heteroscedastic",
+                      functools.partial(builder, heteroscedastic=True), ("regression",),
+                      _ALL_INPUTS, f"{kind} predicting its noise variance per input",
+                      heteroscedastic_paper))
 
 
 _SPECS = (
-    ModelSpec("bbb_mlp", _variant(ready_models.bbb_mlp, heteroscedastic=False), _BOTH,
-              _ALL_INPUTS, "Bayes by Backprop MLP, scale-mixture prior, learned noise",
-              "Blundell et al. 2015, Weight Uncertainty in Neural Networks (ICML)"),
-    ModelSpec("bbb_mlp_heteroscedastic", _variant(ready_models.bbb_mlp, heteroscedastic=True),
-              ("regression",), _ALL_INPUTS,
-              "Bayes by Backprop MLP predicting its noise variance per input",
-              "Blundell et al. 2015; Kendall and Gal 2017 (NeurIPS)"),
-    ModelSpec("flipout_mlp", _variant(ready_models.flipout_mlp, heteroscedastic=False), _BOTH,
-              _ALL_INPUTS, "Flipout MLP, N(0, 1) prior, closed-form KL, learned noise",
-              "Wen et al. 2018, Flipout (ICLR)"),
-    ModelSpec("flipout_mlp_heteroscedastic",
-              _variant(ready_models.flipout_mlp, heteroscedastic=True), ("regression",),
-              _ALL_INPUTS, "Flipout MLP predicting its noise variance per input",
-              "Wen et al. 2018; Kendall and Gal 2017"),
-    ModelSpec("mc_dropout_mlp", _variant(ready_models.mc_dropout_mlp, heteroscedastic=False),
-              _BOTH, _ALL_INPUTS, "MC dropout MLP (p = 0.05, l = 0.01), learned noise",
-              "Gal and Ghahramani 2016, Dropout as a Bayesian Approximation (ICML)"),
-    ModelSpec("mc_dropout_mlp_heteroscedastic",
-              _variant(ready_models.mc_dropout_mlp, heteroscedastic=True), ("regression",),
-              _ALL_INPUTS, "MC dropout MLP predicting its noise variance per input",
-              "Gal and Ghahramani 2016; Kendall and Gal 2017"),
-    ModelSpec("flipout_lenet", _variant(ready_models.flipout_lenet, heteroscedastic=False),
-              _BOTH, ("image",), "LeNet-5 CNN with Flipout in every layer",
+    *_with_heteroscedastic(
+        "bbb_mlp", bbb_mlp, "Bayes by Backprop MLP",
+        "Bayes by Backprop MLP, scale-mixture prior, learned noise",
+        "Blundell et al. 2015, Weight Uncertainty in Neural Networks (ICML)",
+        "Blundell et al. 2015; Kendall and Gal 2017 (NeurIPS)"),
+    *_with_heteroscedastic(
+        "flipout_mlp", flipout_mlp, "Flipout MLP",
+        "Flipout MLP, N(0, 1) prior, closed-form KL, learned noise",
+        "Wen et al. 2018, Flipout (ICLR)", "Wen et al. 2018; Kendall and Gal 2017"),
+    *_with_heteroscedastic(
+        "mc_dropout_mlp", mc_dropout_mlp, "MC dropout MLP",
+        "MC dropout MLP (p = 0.05, l = 0.01), learned noise",
+        "Gal and Ghahramani 2016, Dropout as a Bayesian Approximation (ICML)",
+        "Gal and Ghahramani 2016; Kendall and Gal 2017"),
+    ModelSpec("flipout_lenet", _plain(flipout_lenet), _BOTH, ("image",),
+              "LeNet-5 CNN with Flipout in every layer",
               "LeCun et al. 1998 (LeNet-5); Wen et al. 2018"),
-    ModelSpec("node_bnn", _variant(ready_models.node_bnn_mlp, posterior="flow"), _BOTH,
-              _ALL_INPUTS, "node-based BNN MLP, planar-flow node posteriors (K = 4)",
+    ModelSpec("node_bnn", node_bnn_mlp_flow, _BOTH, _ALL_INPUTS,
+              "node-based BNN MLP, planar-flow node posteriors (K = 4)",
               "Trinh et al. 2022, Tackling covariate shift with node-based BNNs (ICML)"),
-    ModelSpec("bayesian_transformer", ready_models.bayesian_transformer, ("regression",),
+    ModelSpec("bayesian_transformer", bayesian_transformer, ("regression",),
               ("table", "sequence"),
               "Bayesian transformer block trained by moment propagation (no sampling)",
               "seed 000: sampling-free Bayesian transformer (Gaussian ELBO)",
@@ -142,7 +150,7 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
         num_train: N, the training-set size (kl_weight = 1/N).
         seed: int >= 0: initial weights and weight noise.
         **overrides: builder arguments (hidden_units, learning_rate,
-            decay_steps, rate, ...); see `zoo.models.ready_models`.
+            decay_steps, rate, ...); see the builder's family in `zoo.models`.
 
     Returns:
         A compiled `keras.Model`.
@@ -153,9 +161,9 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
             not take; the builders name any invalid value.
     """
     spec = get_spec(name)
-    if task not in ready_models.TASKS:
+    if task not in _common.TASKS:
         raise ValueError(f"Unknown task {task!r}; `task` must be one of "
-                         f"{list(ready_models.TASKS)}.")
+                         f"{list(_common.TASKS)}.")
     if task not in spec.tasks:
         raise ValueError(f"Model {name!r} does not support task {task!r}; it supports "
                          f"{list(spec.tasks)}.")

@@ -26,35 +26,21 @@ path="moments" with mode "full" gives [means (H), covariance (H * H)],
 propagated covariance plus noise.
 """
 
-import math
-import time
-
 import keras
-import numpy as np
 import tensorflow as tf
 
 import tfp_bnn
+from tfp_bnn import _validation as check
 from tfp_bnn import moments
-from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.losses import MomentGaussianNLL
-from tfp_bnn.predict.regression import RegressionPrediction
+from tfp_bnn.modes import kl_layers
+from zoo.models import _common
+from zoo.models import limits
 
 PATHS = ("mc", "moments")
 POOLINGS = ("last", "mean")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}.")
-    return value
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -87,22 +73,20 @@ class TokenTransformerRegressor(keras.Model):
                  path="mc", mode="diagonal", estimator="flipout", relu="exact", seed=0,
                  **kwargs):
         super().__init__(**kwargs)
-        self.num_tokens = _positive_int("num_tokens", num_tokens)
-        self.horizon = _positive_int("horizon", horizon)
-        self.width = _positive_int("width", width)
-        self.num_heads = _positive_int("num_heads", num_heads)
-        self.ff_dim = _positive_int("ff_dim", ff_dim)
+        self.num_tokens = check.integer("num_tokens", num_tokens)
+        self.horizon = check.integer("horizon", horizon)
+        self.width = check.integer("width", width)
+        self.num_heads = check.integer("num_heads", num_heads)
+        self.ff_dim = check.integer("ff_dim", ff_dim)
         if self.width % self.num_heads:
             raise ValueError(f"`width` ({width}) must be a multiple of `num_heads` "
                              f"({num_heads}).")
-        self.pooling = _choice("pooling", pooling, POOLINGS)
-        self.training_path = _choice("path", path, PATHS)
+        self.pooling = check.one_of("pooling", pooling, POOLINGS)
+        self.training_path = check.one_of("path", path, PATHS)
         self.mode = moments.check_mode(mode)
-        self.estimator = _choice("estimator", estimator, ("flipout", "reparameterization"))
-        self.relu = _choice("relu", relu, ("exact", "taylor"))
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-        self.seed = seed
+        self.estimator = check.one_of("estimator", estimator, ("flipout", "reparameterization"))
+        self.relu = check.one_of("relu", relu, ("exact", "taylor"))
+        self.seed = seed = check.seed(seed)
         init = keras.initializers.RandomNormal(stddev=1.0, seed=seed)
         self.token_scale = self.add_weight(name="token_scale", shape=(num_tokens, width),
                                            initializer=init)
@@ -181,71 +165,50 @@ def build(num_tokens, path, learning_rate=3e-3, **kwargs):
     model.compile(optimizer=keras.optimizers.Adam(learning_rate),
                   loss=MomentGaussianNLL(mode=mode))
     model.build((None, num_tokens))
-    return model
+    return _common.build_optimizer(model)
 
 
-def train(model, x, y, epochs, batch_size=64, seed=0, validation_data=None):
-    """`fit` with KL / N (KLScheduler); returns (History, seconds)."""
-    keras.utils.set_random_seed(seed)
-    begin = time.perf_counter()
-    history = model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0,
-                        validation_data=validation_data,
-                        callbacks=[KLScheduler(num_examples=len(x))])
-    return history, time.perf_counter() - begin
+def bayesian_transformer(input_shape, task="regression", num_classes=None, num_train=None,
+                         seed=0, path="moments", mode="diagonal", width=16, num_heads=2,
+                         ff_dim=32, pooling=None, learning_rate=3e-3, decay_steps=None):
+    """The registry's Bayesian transformer, trained sampling-free (seed 000).
 
-
-def predictive(model, x, num_samples=100, batch_size=256):
-    """The model's predictive distribution and the seconds it took.
-
-    path="mc": `tfp_bnn.predict.regression` with T = `num_samples` weight
-    samples (a mixture of T Gaussians per point); path="moments": one
-    deterministic pass giving one Gaussian per point.
+    A `TokenTransformerRegressor`: each of the J input values is a token; one
+    `BayesianTransformerBlock`; by default path="moments", so training and prediction
+    propagate means and (diagonal) covariances instead of sampling weights, with the Gaussian
+    NLL under the propagated variance plus the closed-form KL / N. Regression only; inputs
+    [J] (a table: mean pooling over tokens) or [J, 1] (a series window: the last token).
+    Builder arguments as in `zoo.models._common`.
     """
-    begin = time.perf_counter()
-    if model.training_path == "mc":
-        prediction = tfp_bnn.predict.regression(model, x, num_samples=num_samples,
-                                                batch_size=batch_size)
-    else:
-        outputs = model.predict(x, batch_size=batch_size, verbose=0)
-        horizon = model.horizon
-        mean = outputs[:, :horizon]
-        if model.mode == "diagonal":
-            variance = np.exp(outputs[:, horizon:])
-        else:
-            cov = outputs[:, horizon:].reshape(-1, horizon, horizon)
-            variance = np.diagonal(cov, axis1=1, axis2=2)
-        prediction = RegressionPrediction(mean[None], variance[None])
-    return prediction, time.perf_counter() - begin
-
-
-def scores(prediction, y, y_shift=0.0, y_scale=1.0, level=0.95):
-    """Test log-likelihood (nats per point), RMSE and interval coverage, in data units."""
-    rescaled = prediction.rescale(shift=y_shift, scale=y_scale)
-    y = np.asarray(y, np.float64) * y_scale + y_shift
-    return {"log_likelihood": float(np.mean(rescaled.log_likelihood(y))),
-            "rmse": float(rescaled.rmse(y)),
-            "coverage": float(rescaled.coverage(y, level))}
-
-
-def compare(data, num_tokens, epochs, pooling, seed=0, num_samples=100, width=16,
-            num_heads=2, ff_dim=32, paths=(("mc", "diagonal"), ("moments", "diagonal")),
-            y_shift=0.0, y_scale=1.0):
-    """Trains one network per (path, mode) and scores each on the test split.
-
-    Returns:
-        list of dicts with `path`, `mode`, `train_seconds`,
-        `predict_seconds`, `log_likelihood`, `rmse`, `coverage`.
-    """
-    rows = []
-    for path, mode in paths:
-        model = build(num_tokens, path, mode=mode, pooling=pooling, width=width,
-                      num_heads=num_heads, ff_dim=ff_dim, seed=seed)
-        _, seconds = train(model, data["x_train"], data["y_train"], epochs, seed=seed)
-        prediction, predict_seconds = predictive(model, data["x_test"], num_samples)
-        row = {"path": path, "mode": mode, "train_seconds": seconds,
-               "predict_seconds": predict_seconds,
-               **scores(prediction, data["y_test"], y_shift, y_scale)}
-        if not all(math.isfinite(row[k]) for k in ("log_likelihood", "rmse")):
-            raise FloatingPointError(f"{path}/{mode} training diverged: {row}")
-        rows.append(row)
-    return rows
+    input_shape, num_train, seed = _common.check_common(input_shape, task, num_classes,
+                                                        num_train, seed)
+    if task != "regression":
+        raise ValueError("bayesian_transformer is a regression model (it predicts a mean and "
+                         f"a variance per example), got task {task!r}.")
+    if len(input_shape) == 2 and input_shape[1] != 1 or len(input_shape) > 2:
+        raise ValueError("bayesian_transformer reads [J] or [J, 1] inputs (J scalar tokens), "
+                         f"got input_shape {input_shape}.")
+    for key, value in (("width", width), ("num_heads", num_heads), ("ff_dim", ff_dim)):
+        limits.check_sizes(key, value)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (width, ff_dim)):
+        # Token embedding, attention (query, key, value, output) and the feed-forward pair;
+        # TokenTransformerRegressor names any other value.
+        limits.check_parameter_count(
+            "bayesian_transformer",
+            2 * input_shape[0] * width + 4 * _common.dense_weights(width, width)
+            + _common.dense_weights(width, ff_dim) + _common.dense_weights(ff_dim, width),
+            f"{input_shape[0]} tokens, width {width} and ff_dim {ff_dim}")
+    if pooling is None:
+        pooling = "last" if len(input_shape) == 2 else "mean"
+    model = TokenTransformerRegressor(
+        input_shape[0], path=path, mode=mode, width=width, num_heads=num_heads, ff_dim=ff_dim,
+        pooling=pooling, seed=seed, name="bayesian_transformer")
+    if (model.mode if path == "moments" else "diagonal") != "diagonal":
+        raise ValueError("The zoo's bayesian_transformer outputs [mean, log variance]: "
+                         f"use mode='diagonal', got {mode!r}.")
+    model.build((None,) + input_shape)
+    # kl_weight = 1/N from the start, as the functional models set it.
+    for layer in kl_layers(model):
+        layer.kl_weight.assign(1.0 / num_train)
+    return _common.compile_model(model, task, learning_rate, decay_steps,
+                                 loss=MomentGaussianNLL(mode="diagonal"))

@@ -3,6 +3,9 @@
 Nothing here imports TensorFlow: a command line parses and checks its
 arguments first, so a bad one ends in one line within a fraction of a
 second, and only then starts TensorFlow (`start_tensorflow_quietly`).
+That is also why the flag types parse and bound their text here instead of
+calling `tfp_bnn._validation`: importing `tfp_bnn` starts TensorFlow. Their
+messages ("must be a positive int, got 0") are the same as its.
 """
 
 import argparse
@@ -11,10 +14,13 @@ import math
 import os
 import sys
 
+from zoo.models import limits
+from zoo.models.limits import shown
+
 # Upper limits of the flags. Each keeps a typo (or a hostile value) from
 # reaching code that would allocate, loop or overflow on it.
-# tfp_bnn.predict.engine.MAX_NUM_SAMPLES, restated so that parsing arguments
-# does not import TensorFlow (tests/zoo/test_flags.py keeps them equal).
+# tfp_bnn.predict.limits.MAX_NUM_SAMPLES, restated so that parsing arguments
+# does not import TensorFlow (tests/zoo/run/test_flags.py keeps them equal).
 MAX_SAMPLES = 10**6
 # A million epochs of the smallest table is weeks of CPU time; any larger
 # number is a typo. (runner.MAX_EPOCHS is the cap of the default, not a limit.)
@@ -35,13 +41,6 @@ MAX_SPLIT = 10_000
 MAX_SEED = 2**32 - 1 - MAX_SPLIT
 # One day: a longer interval is the same as no checkpoint before the end.
 MAX_CHECKPOINT_SECONDS = 86_400.0
-# Widest layer (units, filters, heads, flow components) a ready model may
-# have: a 65536 x 65536 float32 kernel alone is 16 GiB.
-MAX_UNITS = 65_536
-# Weights of a ready model, estimated from its arguments before anything is
-# allocated: 5e7 weights with a mean and a scale each and Adam's two moments
-# of both are 1.6 GB of float32.
-MAX_PARAMETERS = 5 * 10**7
 # --set VALUE: lists nested at most this deep (hidden_units=[50] is depth 1)
 # and at most this long (layers of an MLP).
 MAX_OVERRIDE_DEPTH = 4
@@ -62,73 +61,34 @@ RUNNER_SETS = {
     "threads": "--threads",
     "strategy": "--strategy",
 }
-# Builder arguments that size a layer; every int in them is at most MAX_UNITS.
-SIZE_ARGUMENTS = ("hidden_units", "filters", "width", "ff_dim", "num_heads", "num_components",
-                  "flow_length")
-
-
-def _shown(value, limit=40):
-    """`value` for a message (a string quoted), shortened: a hostile one must not flood it."""
-    text = str(value)
-    shown = repr(text[:limit]) if isinstance(value, str) else text[:limit]
-    return shown if len(text) <= limit else f"{shown}... ({len(text):,} characters)"
 
 
 def _int_between(text, low, high, what):
     try:
         value = int(text)
     except ValueError:  # also a string of more than 4300 digits
-        raise argparse.ArgumentTypeError(f"must be {what}, got {_shown(text)}") from None
+        raise argparse.ArgumentTypeError(f"must be {what}, got {shown(text)}") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     if high is not None and value > high:
-        raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {_shown(value)}")
+        raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {shown(value)}")
     return value
 
 
-def positive_int(text):
-    """argparse type: an int > 0."""
-    return _int_between(text, 1, None, "a positive int")
+def _int_type(low, high):
+    """An argparse type: an int from `low` (0 or 1) to `high`, else one line saying so."""
+    what = "a positive int" if low == 1 else "a non-negative int"
+    return lambda text: _int_between(text, low, high, what)
 
 
-def non_negative_int(text):
-    """argparse type: an int >= 0."""
-    return _int_between(text, 0, None, "a non-negative int")
-
-
-def sample_count(text):
-    """argparse type: Monte Carlo samples, an int from 1 to MAX_SAMPLES."""
-    return _int_between(text, 1, MAX_SAMPLES, "a positive int")
-
-
-def epoch_count(text):
-    """argparse type: epochs, an int from 1 to MAX_EPOCHS."""
-    return _int_between(text, 1, MAX_EPOCHS, "a positive int")
-
-
-def batch_size(text):
-    """argparse type: a batch size, an int from 1 to MAX_BATCH_SIZE."""
-    return _int_between(text, 1, MAX_BATCH_SIZE, "a positive int")
-
-
-def thread_count(text):
-    """argparse type: CPU threads, an int from 0 (TensorFlow's default) to MAX_THREADS."""
-    return _int_between(text, 0, MAX_THREADS, "a non-negative int")
-
-
-def split_index(text):
-    """argparse type: a split index, an int from 0 to MAX_SPLIT."""
-    return _int_between(text, 0, MAX_SPLIT, "a non-negative int")
-
-
-def split_count(text):
-    """argparse type: a number of splits, an int from 1 to MAX_SPLIT."""
-    return _int_between(text, 1, MAX_SPLIT, "a positive int")
-
-
-def seed(text):
-    """argparse type: a seed, an int from 0 to MAX_SEED (2**32 - 1 - MAX_SPLIT)."""
-    return _int_between(text, 0, MAX_SEED, "a non-negative int")
+# The int flags and their ranges; each line is a flag type of argparse.
+sample_count = _int_type(1, MAX_SAMPLES)  # Monte Carlo samples T
+epoch_count = _int_type(1, MAX_EPOCHS)
+batch_size = _int_type(1, MAX_BATCH_SIZE)
+thread_count = _int_type(0, MAX_THREADS)  # 0: TensorFlow's default
+split_index = _int_type(0, MAX_SPLIT)
+split_count = _int_type(1, MAX_SPLIT)
+seed = _int_type(0, MAX_SEED)  # 2**32 - 1 - MAX_SPLIT: split K uses seed + K
 
 
 def seconds(text):
@@ -136,29 +96,13 @@ def seconds(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {_shown(text)}") \
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {shown(text)}") \
             from None
     if not (math.isfinite(value) and 0 <= value <= MAX_CHECKPOINT_SECONDS):
         raise argparse.ArgumentTypeError(
             f"must be a number of seconds from 0 to {MAX_CHECKPOINT_SECONDS:,.0f}, got "
-            f"{_shown(text)}")
+            f"{shown(text)}")
     return value
-
-
-def check_sizes(name, value):
-    """Raises ValueError if an int in `value` (an int or a sequence) exceeds MAX_UNITS."""
-    values = value if isinstance(value, (list, tuple)) else (value,)
-    for item in values:
-        if isinstance(item, int) and not isinstance(item, bool) and item > MAX_UNITS:
-            raise ValueError(f"`{name}` must be at most {MAX_UNITS:,} per layer, got "
-                             f"{_shown(item)}.")
-
-
-def check_parameter_count(model, count, what):
-    """Raises ValueError if a model's estimated weight count exceeds MAX_PARAMETERS."""
-    if count > MAX_PARAMETERS:
-        raise ValueError(f"{model} with {what} would have about {count:.3g} weights; the "
-                         f"limit is {MAX_PARAMETERS:.3g} (choose smaller layers).")
 
 
 def _check_value(key, value):
@@ -179,8 +123,8 @@ def _check_value(key, value):
                                  f"list, got {len(item):,}")
             pending.extend((child, depth + 1)
                            for child in (item.values() if isinstance(item, dict) else item))
-    if key in SIZE_ARGUMENTS:
-        check_sizes(key, value)
+    if key in limits.SIZE_ARGUMENTS:
+        limits.check_sizes(key, value)
 
 
 def parse_override(text):
@@ -192,10 +136,10 @@ def parse_override(text):
             too deeply.
     """
     if "=" not in text:
-        raise ValueError(f"expected KEY=VALUE, got {_shown(text)}")
+        raise ValueError(f"expected KEY=VALUE, got {shown(text)}")
     key, raw = text.split("=", 1)
     if not key.isidentifier():
-        raise ValueError(f"{_shown(key)} is not an argument name (expected KEY=VALUE)")
+        raise ValueError(f"{shown(key)} is not an argument name (expected KEY=VALUE)")
     if key in RUNNER_SETS:
         raise ValueError(f"{key} is set by {RUNNER_SETS[key]}, not by --set")
     try:
@@ -268,72 +212,26 @@ def start_tensorflow_quietly():
         os.close(saved)
 
 
-def add_run_flags(parser, epochs, num_samples, epochs_help, seed_help, samples_help):
-    """Adds --epochs, --seed and --samples (defaults shown in the help)."""
+def run_parser(prog, description, epochs, num_samples, epochs_help, seed_help, samples_help):
+    """A `OneLineParser` with --epochs, --seed and --samples (defaults shown in the help).
+
+    The values are read as plain ints; `check_run_flags` then applies the
+    limits of the flag types, so a command can give 0 a meaning of its own.
+    """
+    parser = OneLineParser(prog=prog, description=description)
     parser.add_argument("--epochs", type=int, default=epochs,
                         help=f"{epochs_help} (default {epochs}, at most {MAX_EPOCHS:,})")
     parser.add_argument("--seed", type=int, default=0,
                         help=f"{seed_help} (default 0, below 2**32)")
     parser.add_argument("--samples", type=int, default=num_samples,
                         help=f"{samples_help} (default {num_samples}, at most {MAX_SAMPLES:,})")
+    return parser
 
 
 def check_run_flags(parser, args):
-    """Rejects --epochs / --samples / --seed out of range (exit 2)."""
-    for name in ("epochs", "samples"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name} must be a positive int, got {getattr(args, name)}")
-    for name, high in (("epochs", MAX_EPOCHS), ("samples", MAX_SAMPLES), ("seed", MAX_SEED)):
-        if getattr(args, name) > high:
-            parser.error(f"--{name} must be at most {high:,}, got {getattr(args, name)}")
-    if args.seed < 0:
-        parser.error(f"--seed must be a non-negative int, got {args.seed}")
-
-
-def reserve_report(parser, out):
-    """Checks a command's `--out` FILE before any work: a new file in a writable directory.
-
-    Creates `OUT.partial` exclusively, so a bad path fails now and not after
-    the whole run, and returns its name (None when `out` is None). The
-    report goes there and is then linked to `OUT` (`publish_report`). An
-    existing `OUT` or `OUT.partial` is never overwritten or removed.
-    """
-    if out is None:
-        return None
-    out_dir = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(out_dir):
-        parser.error(f"--out: directory {out_dir} does not exist.")
-    if os.path.lexists(out):
-        parser.error(f"--out: {out} already exists; the zoo never overwrites a file "
-                     "(choose a new name).")
-    partial = f"{out}.partial"
-    try:
-        with open(partial, "x", encoding="utf-8"):
-            pass
-    except FileExistsError:
-        parser.error(f"--out: {partial} exists (left by an interrupted run?); remove it or "
-                     "choose another --out.")
-    except OSError as error:
-        parser.error(f"--out: cannot write in {out_dir}: {error.strerror}.")
-    return partial
-
-
-def publish_report(partial, out, text):
-    """Writes `text` into the reserved `partial` and gives it the name `out`.
-
-    A hard link, not a rename: should a file named `out` have appeared in
-    the meantime, it is kept and this raises FileExistsError.
-    """
-    if partial is None:
-        return
-    with open(partial, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.link(partial, out)
-    os.remove(partial)
-    print(f"wrote {out}")
-
-
-def discard_report(partial):
-    """Removes the reservation `partial` if it is still there (the command made it)."""
-    if partial is not None and os.path.exists(partial):
-        os.remove(partial)
+    """Rejects --epochs / --samples / --seed out of range (exit 2), by the flag types' limits."""
+    for name, kind in (("epochs", epoch_count), ("samples", sample_count), ("seed", seed)):
+        try:
+            kind(str(getattr(args, name)))
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"--{name} {error}")

@@ -5,8 +5,8 @@ import os
 import numpy as np
 
 from tfp_bnn import plots
-from tfp_bnn.plots import _check_path
-from tfp_bnn.plots import _save
+from tfp_bnn.plots import png_path
+from tfp_bnn.plots import save_figure
 
 # Logged by fit and KLScheduler: the objective and its two parts.
 CURVES = ("loss", "data_loss", "kl")
@@ -23,7 +23,7 @@ def training_curves(history: dict, path, title=None) -> str:
     Returns:
         `path`.
     """
-    path = _check_path(path)
+    path = png_path(path)
     curves = {key: np.asarray(history[key], np.float64) for key in CURVES
               if key in history and len(history[key])}
     if "loss" not in curves:
@@ -37,7 +37,7 @@ def training_curves(history: dict, path, title=None) -> str:
         axes.set_ylabel("per-example objective (nats)")
         axes.legend()
         axes.set_title(title or "training")
-    return _save(draw, path)
+    return save_figure(draw, path)
 
 
 def predictions_vs_observed(y, mean, stddev, path, level_z=1.96, title=None) -> str:
@@ -46,7 +46,7 @@ def predictions_vs_observed(y, mean, stddev, path, level_z=1.96, title=None) -> 
     Points on the diagonal are exact; bars that cross it are intervals that
     cover the target.
     """
-    path = _check_path(path)
+    path = png_path(path)
     y = np.ravel(np.asarray(y, np.float64))
     mean = np.ravel(np.asarray(mean, np.float64))
     stddev = np.ravel(np.asarray(stddev, np.float64))
@@ -64,7 +64,7 @@ def predictions_vs_observed(y, mean, stddev, path, level_z=1.96, title=None) -> 
         axes.set_ylabel("predicted")
         axes.legend()
         axes.set_title(title or "test set")
-    return _save(draw, path)
+    return save_figure(draw, path)
 
 
 def task_plot(task, prediction, directory) -> str:

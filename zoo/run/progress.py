@@ -18,6 +18,8 @@ import time
 
 import keras
 
+from tfp_bnn import _validation as check
+
 # Plain progress lines per run (plus the last epoch's).
 NUM_LINES = 10
 # The logs a line shows, when `fit` reports them.
@@ -40,12 +42,8 @@ class PlainProgress(keras.callbacks.Callback):
 
     def __init__(self, epochs, every=None, stream=None, start=None):
         super().__init__()
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0:
-            raise ValueError(f"`epochs` must be a positive int, got {epochs!r}.")
-        if every is None:
-            every = max(1, epochs // NUM_LINES)
-        if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
-            raise ValueError(f"`every` must be a positive int, got {every!r}.")
+        epochs = check.integer("epochs", epochs)
+        every = check.integer("every", max(1, epochs // NUM_LINES) if every is None else every)
         self.epochs = epochs
         self.every = every
         self.stream = stream

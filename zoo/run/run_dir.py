@@ -292,7 +292,7 @@ def _count(value, low, high=None):
 
 def read_run(config_path, results_path):
     """(config, stored results) of a run, checked; ValueError naming the bad file."""
-    from tfp_bnn.predict.engine import MAX_NUM_SAMPLES  # noqa: PLC0415
+    from tfp_bnn.predict.limits import MAX_NUM_SAMPLES  # noqa: PLC0415
 
     config, stored = _read_json(config_path), _read_json(results_path)
     if not isinstance(config, dict):

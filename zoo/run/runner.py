@@ -33,7 +33,6 @@ directory keeps the last good state: `last_good.keras` (the model at the
 end of the last finite epoch) and the checkpoint; no results are written.
 """
 
-import json
 import math
 import os
 import time
@@ -42,7 +41,7 @@ import keras
 import numpy as np
 
 import tfp_bnn
-from tfp_bnn import metrics
+from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import DivergenceGuard
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.callbacks import TrainingDiverged
@@ -53,9 +52,10 @@ from zoo.run import datasets
 from zoo.run import distribute
 from zoo.run import flags
 from zoo.models import registry
+from zoo.run import outputs
 from zoo.run import run_dir
+from zoo.run import scoring
 from zoo.run import fingerprint as run_fingerprint
-from zoo.run import plots as run_plots
 from zoo.run.progress import progress
 from zoo.run.fingerprint import set_threads  # noqa: F401 - `runner.set_threads` is public
 
@@ -67,7 +67,6 @@ CLASSIFICATION_EPOCHS = 30
 TARGET_STEPS = 6000
 MIN_EPOCHS = 40
 MAX_EPOCHS = 400
-STAGING = ".staging"
 LAST_GOOD = "last_good.keras"  # written when training diverges
 # Minimum seconds between checkpoints: a save costs ~15 ms, a fifth of an
 # epoch on the small tables; a killed run repeats at most this much.
@@ -92,97 +91,24 @@ def _check_out(out, strategy_object):
     return run_dir.check(workdir)
 
 
-def _write_json(path, payload):
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
-        stream.write("\n")
-    os.replace(temporary, path)
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
-def sampling_free(model) -> bool:
-    """Whether one deterministic pass gives `model`'s predictive distribution.
-
-    True for a transformer regressor trained by moment propagation (its
-    outputs are the propagated mean and variance); every other ready model
-    needs Monte Carlo samples.
-    """
-    return getattr(model, "training_path", None) == "moments"
-
-
-def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, single_pass=False):
-    """Test metrics of `model` on `task`, in the data's units.
+def score(model, task: datasets.Task, num_samples=NUM_SAMPLES):
+    """Test metrics of `model` on `task`, in the data's units (`zoo.run.scoring.score`).
 
     Returns:
         (metrics dict, prediction). Regression: rmse, log_likelihood (mean
         nats per point), coverage_95, mean_stddev. Classification:
-        accuracy, nll, ece (15 bins), brier.
+        accuracy, nll, ece (15 bins), brier. Both: num_samples, num_test.
     """
-    samples = 1 if single_pass else num_samples
     if task.task == "regression":
-        prediction = tfp_bnn.predict.regression(model, task.x_test, num_samples=samples)
-        prediction = prediction.rescale(shift=task.y_shift, scale=task.y_scale)
-        y = task.y_test_original.reshape(-1, 1)
-        result = {"rmse": float(prediction.rmse(y)),
-                  "log_likelihood": float(np.mean(prediction.log_likelihood(y))),
-                  "coverage_95": float(prediction.coverage(y, 0.95)),
-                  "mean_stddev": float(np.mean(np.sqrt(prediction.total_variance)))}
+        y, shift, scale = task.y_test_original.reshape(-1, 1), task.y_shift, task.y_scale
     else:
-        prediction = tfp_bnn.predict.classification(model, task.x_test, num_samples=samples)
-        labels = task.y_test
-        result = {"accuracy": metrics.accuracy(labels, prediction.probs),
-                  "nll": metrics.negative_log_likelihood(labels, prediction.probs),
-                  "ece": metrics.expected_calibration_error(labels, prediction.probs),
-                  "brier": metrics.brier_score(labels, prediction.probs)}
-    result["num_samples"] = samples
+        y, shift, scale = task.y_test, 0.0, 1.0
+    result, prediction = scoring.score(model, task.x_test, y, task.task, num_samples,
+                                       shift=shift, scale=scale)
+    del result["predict_seconds"]
+    result["num_samples"] = 1 if scoring.sampling_free(model) else num_samples
     result["num_test"] = int(len(task.x_test))
-    return {k: float(v) if isinstance(v, np.floating) else v for k, v in result.items()}, \
-        prediction
-
-
-def _export(model, directory, task):
-    """model.keras and the predictive SavedModel into `directory`."""
-    model.save(os.path.join(directory, "model.keras"))
-    signature = None
-    if not getattr(model, "inputs", None):
-        import tensorflow as tf  # noqa: PLC0415 - only subclassed models need it
-
-        signature = [tf.TensorSpec((None,) + tuple(task.input_shape), "float32")]
-    tfp_bnn.export.export_predictive(model, os.path.join(directory, "saved_model"),
-                                     task=task.task, input_signature=signature)
-
-
-def _make_staging(directory):
-    """Creates the claimed run directory's `.staging` (empty); returns its path.
-
-    A directory that cannot be written is a ValueError that says so.
-    """
-    out = directory.path
-    try:
-        staging = os.path.join(out, STAGING)
-        directory.remove(STAGING)
-        directory.add(STAGING)
-        os.makedirs(staging)
-        probe = os.path.join(staging, ".write-test")
-        with open(probe, "w", encoding="utf-8") as stream:
-            stream.write("ok")
-        os.remove(probe)
-    except OSError as error:
-        raise ValueError(f"--out {out!r} cannot be written: {error.strerror or error} "
-                         f"({error.filename or out}).") from None
-    return staging
+    return result, prediction
 
 
 def _fit(model, task, config, workdir, strategy_object):
@@ -257,7 +183,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         strategy: "default", "mirrored" or "multiworker" (TF_CONFIG).
         batch_size: global batch size; num_samples: T at test time.
         verbose: Keras' fit verbosity (1: progress bar).
-        overrides: dict of builder arguments (see `zoo.models.ready_models`).
+        overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
             every epoch end); the last epoch is always saved.
 
@@ -266,15 +192,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     """
     start = time.perf_counter()
     spec = registry.get_spec(model_name)
-    for name, value in (("batch_size", batch_size), ("num_samples", num_samples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
-    if (isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float))
-            or not checkpoint_seconds >= 0 or checkpoint_seconds == float("inf")):
-        raise ValueError(f"`checkpoint_seconds` must be a number >= 0, got "
-                         f"{checkpoint_seconds!r}.")
+    batch_size = check.integer("batch_size", batch_size)
+    num_samples = check.integer("num_samples", num_samples)
+    seed = check.seed(seed)
+    checkpoint_seconds = check.number("checkpoint_seconds", checkpoint_seconds, low=0.0)
     if overrides is not None and not isinstance(overrides, dict):
         raise ValueError(f"`overrides` must be a dict, got {type(overrides).__name__}.")
     taken = sorted(set(overrides or {}) & set(flags.RUNNER_SETS))
@@ -291,11 +212,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                          f"{'/'.join(spec.inputs)} inputs) cannot train on {task.name!r} "
                          f"({task.task} on {task.kind} inputs).")
     epochs = default_epochs(task, batch_size) if epochs is None else epochs
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0:
-        raise ValueError(f"`epochs` must be a positive int, got {epochs!r}.")
+    epochs = check.integer("epochs", epochs)
     config = {"model": model_name, "dataset": str(dataset), "split": split, "seed": seed,
               "epochs": epochs, "batch_size": batch_size, "num_samples": num_samples,
-              "strategy": strategy, "overrides": _jsonable(overrides or {}),
+              "strategy": strategy, "overrides": outputs.jsonable(overrides or {}),
               "task": task.task, "input_shape": list(task.input_shape),
               "num_classes": task.num_classes, "description": task.description,
               "checkpoint_seconds": checkpoint_seconds}
@@ -311,7 +231,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     directory = run_dir.claim(workdir)
     chief = distribute.is_chief(strategy_object)
     try:
-        staging = _make_staging(directory)
+        staging = outputs.make_staging(directory)
         print(f"{model_name} on {task.description}; {epochs} epochs, batch {batch_size}, "
               f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
               "replica(s))", flush=True)
@@ -327,14 +247,14 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        "train_seconds": train_seconds, "threads": run_fingerprint.threads(),
                        "total_seconds": time.perf_counter() - start,
                        "versions": run_fingerprint.versions()})
-        _write_outputs(model, task, config, logs, result, prediction, staging)
+        outputs.write_all(model, task, config, logs, result, prediction, staging)
         if chief:
-            _publish(staging, directory)
+            outputs.publish(staging, directory)
     except BaseException:
         # Interrupted or failed: no staged files; the checkpoint (if any)
         # stays. Best effort: the directory may have just become unwritable.
         try:
-            directory.remove(STAGING)
+            directory.remove(outputs.STAGING)
         except (OSError, ValueError):
             pass
         directory.release(discard_if_empty=True)
@@ -348,7 +268,7 @@ def _checked_score(model, task, num_samples, directory):
     """`score`, refusing non-finite metrics (and the checkpoint that would repeat them)."""
     try:
         with np.errstate(all="ignore"):  # overflow shows in the metrics, checked here
-            result, prediction = score(model, task, num_samples, sampling_free(model))
+            result, prediction = score(model, task, num_samples)
         bad = [k for k, v in result.items() if isinstance(v, float) and not math.isfinite(v)]
         if bad:
             raise ValueError("the metrics are not finite (" + ", ".join(
@@ -361,33 +281,6 @@ def _checked_score(model, task, num_samples, directory):
                          "units must stay finite). Removed the checkpoint; no results were "
                          "written.") from None
     return result, prediction
-
-
-def _write_outputs(model, task, config, logs, result, prediction, staging):
-    """Every artifact into `staging`, results.json last; a failed write is an OSError."""
-    import tensorflow as tf  # noqa: PLC0415
-
-    try:
-        _write_json(os.path.join(staging, "config.json"), config)
-        _write_json(os.path.join(staging, "history.json"), _jsonable(logs))
-        run_plots.training_curves(logs, os.path.join(staging, "training.png"),
-                                  title=config["model"])
-        run_plots.task_plot(task, prediction, staging)
-        _export(model, staging, task)
-        _write_json(os.path.join(staging, "results.json"), _jsonable(result))
-    except tf.errors.OpError as error:  # TensorFlow's own file writes (the SavedModel)
-        raise OSError(f"Cannot write the run's files into {staging}: "
-                      f"{' '.join(error.message.split())[:300]}; the checkpoint is kept, rerun "
-                      "to try again.") from None
-
-
-def _publish(staging, directory):
-    """Moves the staged artifacts into the run directory, results.json last, and drops
-    the checkpoint. Only names the zoo's marker lists are ever replaced."""
-    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
-        directory.move_in(os.path.join(staging, name), name)
-    directory.remove(STAGING)
-    directory.remove(distribute.BACKUP)
 
 
 def evaluate(run_dir_path, num_samples=None, seed=0):
@@ -403,9 +296,7 @@ def evaluate(run_dir_path, num_samples=None, seed=0):
             (the message names it).
     """
     run_dir_path = os.fspath(run_dir_path)
-    if num_samples is not None and (isinstance(num_samples, bool)
-                                    or not isinstance(num_samples, int) or num_samples <= 0):
-        raise ValueError(f"`num_samples` must be a positive int, got {num_samples!r}.")
+    num_samples = check.integer("num_samples", num_samples, allow_none=True)
     paths = {name: os.path.join(run_dir_path, name)
              for name in ("config.json", "results.json", "model.keras")}
     missing = [name for name, path in paths.items() if not os.path.exists(path)]
@@ -416,5 +307,5 @@ def evaluate(run_dir_path, num_samples=None, seed=0):
     model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])
     keras.utils.set_random_seed(seed)
-    fresh, _ = score(model, task, num_samples or config["num_samples"], sampling_free(model))
+    fresh, _ = score(model, task, num_samples or config["num_samples"])
     return stored, fresh

@@ -32,7 +32,7 @@ def test_short_run_reports_both_paths():
         ("mc", "diagonal"), ("moments", "diagonal")]
     for row in result["rows"]:
         assert np.isfinite(row["log_likelihood"]) and row["rmse"] > 0
-        assert 0.0 <= row["coverage"] <= 1.0
+        assert 0.0 <= row["coverage_95"] <= 1.0
     assert "| Monte Carlo (Flipout) |" in result["markdown"]
     assert "| moments (diagonal) |" in result["markdown"]
 

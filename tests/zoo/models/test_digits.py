@@ -8,6 +8,8 @@ import tfp_bnn
 from tfp_bnn.layers import Conv2DFlipout
 from tfp_bnn.layers import DenseFlipout
 from zoo.models import digits as digits_models
+from zoo.models.digits import DIGITS
+from zoo.models.flipout import flipout_mlp
 
 
 def _tiny_data(n=64, seed=0):
@@ -20,9 +22,11 @@ def _layers(model, kinds):
     return [layer for layer in model.layers if isinstance(layer, kinds)]
 
 
-@pytest.mark.parametrize("builder", [digits_models.deterministic_mlp, digits_models.flipout_mlp])
+# The covariate-shift comparison runs the deterministic baselines against Flipout and node-BNN
+# networks of the same shapes.
+@pytest.mark.parametrize("builder", [digits_models.deterministic_mlp, flipout_mlp])
 def test_mlp_sizes(builder):
-    model = builder(num_train=100)
+    model = builder(**DIGITS, num_train=100)
     dense = _layers(model, (keras.layers.Dense, DenseFlipout))
     assert [layer.units for layer in dense] == [128, 128, 10]
     assert [layer.activation.__name__ for layer in dense] == ["relu", "relu", "linear"]
@@ -32,7 +36,7 @@ def test_mlp_sizes(builder):
 
 @pytest.mark.parametrize("builder", [digits_models.deterministic_cnn, digits_models.flipout_cnn])
 def test_cnn_sizes(builder):
-    model = builder(num_train=100)
+    model = builder(**DIGITS, num_train=100)
     convs = _layers(model, (keras.layers.Conv2D, Conv2DFlipout))
     dense = _layers(model, (keras.layers.Dense, DenseFlipout))
     assert [layer.filters for layer in convs] == [16, 32]
@@ -44,16 +48,15 @@ def test_cnn_sizes(builder):
     assert model.output_shape == (None, 10)
 
 
-@pytest.mark.parametrize("name", ["deterministic_mlp", "flipout_mlp", "deterministic_cnn",
-                                  "flipout_cnn"])
+@pytest.mark.parametrize("name", ["deterministic_mlp", "deterministic_cnn", "flipout_cnn"])
 def test_compiled_with_adam_and_logit_cross_entropy(name):
-    model = getattr(digits_models, name)(num_train=100, seed=2)
+    model = getattr(digits_models, name)(**DIGITS, num_train=100, seed=2)
     assert isinstance(model.optimizer, keras.optimizers.Adam)
     assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
     assert model.loss.get_config()["from_logits"] is True
     stochastic = tfp_bnn.bayesian_layers(model)
     if name.startswith("flipout"):
-        assert len(stochastic) == (3 if name.endswith("mlp") else 4)
+        assert len(stochastic) == 4
         assert all(isinstance(layer, (DenseFlipout, Conv2DFlipout)) for layer in stochastic)
         for layer in stochastic:
             assert float(layer.kl_weight.numpy()) == pytest.approx(1 / 100)
@@ -63,9 +66,10 @@ def test_compiled_with_adam_and_logit_cross_entropy(name):
         assert stochastic == []
 
 
-@pytest.mark.parametrize("builder", [digits_models.deterministic_cnn, digits_models.flipout_mlp])
+@pytest.mark.parametrize("builder", [digits_models.deterministic_cnn,
+                                     digits_models.deterministic_mlp])
 def test_same_seed_same_weights(builder):
-    first, second, other = builder(seed=3), builder(seed=3), builder(seed=4)
+    first, second, other = (builder(**DIGITS, seed=seed) for seed in (3, 3, 4))
     for a, b in zip(first.get_weights(), second.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert not all(np.array_equal(a, b) for a, b in zip(first.get_weights(), other.get_weights()))
@@ -73,23 +77,25 @@ def test_same_seed_same_weights(builder):
 
 @pytest.mark.parametrize(
     "builder, kwargs, name",
-    [(digits_models.flipout_mlp, {"num_train": 0}, "num_train"),
+    [(digits_models.flipout_cnn, {"num_train": None}, "num_train"),
+     (digits_models.deterministic_mlp, {"num_train": 0}, "num_train"),
      (digits_models.deterministic_mlp, {"hidden_units": (0,)}, "hidden_units"),
      (digits_models.flipout_cnn, {"filters": (4, -1)}, "filters"),
-     (digits_models.deterministic_cnn, {"filters": (4, 8, 16)}, "filters"),
-     (digits_models.deterministic_cnn, {"dense_units": 2.0}, "dense_units"),
+     (digits_models.deterministic_cnn, {"filters": ()}, "filters"),
+     (digits_models.deterministic_cnn, {"hidden_units": (2.0,)}, "hidden_units"),
+     (digits_models.deterministic_cnn, {"input_shape": (8, 8)}, "input_shape"),
      (digits_models.flipout_cnn, {"learning_rate": 0.0}, "learning_rate"),
      (digits_models.deterministic_mlp, {"seed": -1}, "seed")],
 )
 def test_builders_validate_arguments(builder, kwargs, name):
     with pytest.raises(ValueError, match=name):
-        builder(**kwargs)
+        builder(**{**DIGITS, "num_train": 10, **kwargs})
 
 
 def test_train_sets_kl_weight_to_one_over_n_for_variational_models():
     data = _tiny_data()
-    # Built without num_train: only train's KLScheduler can make it 1/N.
-    model = digits_models.flipout_mlp(hidden_units=(8,))
+    # Built for another N: only train's KLScheduler can make it 1/N.
+    model = flipout_mlp(**DIGITS, num_train=1000, hidden_units=(8,))
     history = digits_models.train(model, data, epochs=1, batch_size=32, seed=0)
     assert history.history["kl_weight"] == [pytest.approx(1 / 64)]
     assert "kl" in history.history
@@ -98,7 +104,7 @@ def test_train_sets_kl_weight_to_one_over_n_for_variational_models():
 
 
 def test_train_deterministic_model_without_kl_scheduler():
-    model = digits_models.deterministic_mlp(hidden_units=(8,))
+    model = digits_models.deterministic_mlp(**DIGITS, hidden_units=(8,))
     history = digits_models.train(model, _tiny_data(), epochs=2, batch_size=32, seed=0)
     assert len(history.history["loss"]) == 2
     assert "kl" not in history.history and "kl_weight" not in history.history
@@ -107,14 +113,14 @@ def test_train_deterministic_model_without_kl_scheduler():
 def test_train_is_seeded():
     losses = []
     for _ in range(2):
-        model = digits_models.deterministic_mlp(hidden_units=(8,), seed=1)
+        model = digits_models.deterministic_mlp(**DIGITS, hidden_units=(8,), seed=1)
         history = digits_models.train(model, _tiny_data(), epochs=2, batch_size=16, seed=5)
         losses.append(history.history["loss"])
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
 
 
 def test_train_validates_arguments():
-    model = digits_models.deterministic_mlp(hidden_units=(8,))
+    model = digits_models.deterministic_mlp(**DIGITS, hidden_units=(8,))
     with pytest.raises(ValueError, match="epochs"):
         digits_models.train(model, _tiny_data(), epochs=0)
     with pytest.raises(ValueError, match="'y_train'"):

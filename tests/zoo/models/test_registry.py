@@ -7,7 +7,7 @@ import pytest
 
 from tfp_bnn.layers import MCDropout
 import zoo
-from zoo.models import ready_models
+from zoo.models import _common
 from zoo.models import registry
 
 NAMES = ["bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "flipout_lenet",
@@ -35,7 +35,7 @@ def test_list_models_is_the_sorted_registry():
 @pytest.mark.parametrize("name", NAMES)
 def test_spec_fields_are_meaningful(name):
     spec = zoo.get_spec(name)
-    assert spec.tasks and set(spec.tasks) <= set(ready_models.TASKS)
+    assert spec.tasks and set(spec.tasks) <= set(_common.TASKS)
     assert spec.inputs and set(spec.inputs) <= {"table", "image", "sequence"}
     assert len(set(spec.tasks)) == len(spec.tasks) and len(set(spec.inputs)) == len(spec.inputs)
     assert spec.summary.strip() and "\n" not in spec.summary

@@ -7,6 +7,7 @@ import tensorflow as tf
 import keras
 import tfp_bnn
 from zoo.models import transformer as transformer_models
+from zoo.run import scoring
 
 J = 6
 
@@ -76,7 +77,7 @@ def test_both_paths_train_with_fit(path):
     x, y = _data(128)
     model = transformer_models.build(J, path, width=8, num_heads=2, ff_dim=16,
                                      learning_rate=1e-2)
-    history, seconds = transformer_models.train(model, x, y, epochs=6, batch_size=32)
+    history, seconds = scoring.fit(model, x, y, epochs=6, batch_size=32, seed=0)
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and seconds > 0
     # Both paths put the KL in the loss and in the `kl` log (KLScheduler).
@@ -84,10 +85,10 @@ def test_both_paths_train_with_fit(path):
     assert kl[-1] > 0
     np.testing.assert_allclose(history.history["data_loss"], np.subtract(losses, kl), rtol=1e-5)
     assert np.mean(losses[-2:]) < losses[0]
-    prediction, _ = transformer_models.predictive(model, x[:10], num_samples=5)
-    scores = transformer_models.scores(prediction, y[:10], y_shift=1.0, y_scale=2.0)
-    assert set(scores) == {"log_likelihood", "rmse", "coverage"}
-    assert np.isfinite(scores["log_likelihood"]) and 0 <= scores["coverage"] <= 1
+    prediction, _ = scoring.predict(model, x[:10], num_samples=5)
+    scores = scoring.regression_scores(prediction, 1.0 + 2.0 * y[:10], shift=1.0, scale=2.0)
+    assert set(scores) == {"log_likelihood", "rmse", "coverage_95", "mean_stddev"}
+    assert np.isfinite(scores["log_likelihood"]) and 0 <= scores["coverage_95"] <= 1
 
 
 def test_full_mode_trains_a_joint_forecast_with_the_cholesky_likelihood():
@@ -110,10 +111,10 @@ def test_full_mode_trains_a_joint_forecast_with_the_cholesky_likelihood():
         out[:, :2].astype("float64"), tf.linalg.cholesky(cov.astype("float64"))).log_prob(
         targets[:4].astype("float64"))
     np.testing.assert_allclose(loss(targets[:4], out).numpy(), reference, rtol=1e-4)
-    history, _ = transformer_models.train(model, x, targets, epochs=6, batch_size=32)
+    history, _ = scoring.fit(model, x, targets, epochs=6, batch_size=32, seed=0)
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and np.mean(losses[-2:]) < losses[0]
-    prediction, _ = transformer_models.predictive(model, x[:10])
+    prediction, _ = scoring.predict(model, x[:10])
     assert prediction.mean.shape == (10, 2)
 
 
@@ -149,3 +150,33 @@ def test_compiled_moment_forward_under_xla():
     x, _ = _data(4)
     forward = tf.function(lambda inputs: moments(inputs), jit_compile=True)
     np.testing.assert_allclose(forward(x).numpy(), moments(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+# --- the registry's builder, `bayesian_transformer` ---------------------------------------
+
+@pytest.mark.parametrize("shape, pooling", [((8,), "mean"), ((24, 1), "last")])
+def test_bayesian_transformer_is_sampling_free_regression(shape, pooling):
+    import zoo  # noqa: PLC0415
+
+    assert zoo.get_spec("bayesian_transformer").sampling_free
+    assert zoo.get_spec("bayesian_transformer").tasks == ("regression",)
+    model = zoo.build_model("bayesian_transformer", shape, num_train=16)
+    assert model.training_path == "moments" and model.mode == "diagonal"
+    assert model.pooling == pooling and model.num_tokens == shape[0]
+    # No Monte Carlo: in sampling mode too, one pass is the predictive.
+    x = np.random.default_rng(0).normal(size=(16, *shape)).astype("float32")
+    np.testing.assert_array_equal(model(x, training=False), model(x, training=False))
+
+
+@pytest.mark.parametrize("input_shape", [(8, 8, 1), (24, 2), (4, 4, 4, 1)])
+def test_bayesian_transformer_needs_scalar_tokens(input_shape):
+    with pytest.raises(ValueError, match="input_shape") as info:
+        transformer_models.bayesian_transformer(input_shape, num_train=10)
+    assert str(input_shape) in str(info.value)
+
+
+def test_bayesian_transformer_rejects_classification():
+    # The registry refuses the task first (test_registry.py); the builder refuses it too.
+    with pytest.raises(ValueError, match="regression"):
+        transformer_models.bayesian_transformer((8,), task="classification", num_classes=3,
+                                                num_train=10)

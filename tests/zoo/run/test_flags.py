@@ -1,20 +1,16 @@
 """The shared zoo flags: defaults and rejection of bad values."""
 
 import argparse
-import os
 
 import pytest
 
-from tfp_bnn.predict import engine
+from tfp_bnn.predict import limits
 from zoo.run import flags
-from zoo.run.flags import add_run_flags
 from zoo.run.flags import check_run_flags
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="test")
-    add_run_flags(parser, 7, 11, "epochs", "seed", "samples")
-    return parser
+    return flags.run_parser("test", "a command", 7, 11, "epochs", "seed", "samples")
 
 
 def test_defaults():
@@ -36,7 +32,7 @@ def test_bad_values_exit_with_a_message(capsys, argv, message):
 
 
 def test_the_cli_limit_is_the_library_limit():
-    assert flags.MAX_SAMPLES == engine.MAX_NUM_SAMPLES
+    assert flags.MAX_SAMPLES == limits.MAX_NUM_SAMPLES
 
 
 @pytest.mark.parametrize("text", ["0", "-3", str(10**6 + 1), str(2**40), str(2**63), "many"])
@@ -85,43 +81,6 @@ def test_one_line_parser_prints_one_line(capsys):
                                        "got 0 (see prog --help)\n")
 
 
-def _report_parser():
-    return flags.OneLineParser(prog="python -m zoo.x")
-
-
-def test_a_report_never_overwrites_a_file(tmp_path, capsys):
-    out = tmp_path / "report.md"
-    out.write_text("mine")
-    with pytest.raises(SystemExit):
-        flags.reserve_report(_report_parser(), str(out))
-    assert "already exists; the zoo never overwrites" in capsys.readouterr().err
-    assert out.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == [
-        "report.md"]
-
-
-def test_a_report_is_reserved_then_published(tmp_path, capsys):
-    out = tmp_path / "report.md"
-    partial = flags.reserve_report(_report_parser(), str(out))
-    assert os.path.exists(partial) and not out.exists()
-    with pytest.raises(SystemExit):  # a second run on the same --out, meanwhile
-        flags.reserve_report(_report_parser(), str(out))
-    assert "report.md.partial exists" in capsys.readouterr().err
-    flags.publish_report(partial, str(out), "table\n")
-    flags.discard_report(partial)
-    assert out.read_text() == "table\n" and not os.path.exists(partial)
-
-
-def test_a_file_that_appears_during_the_run_is_kept(tmp_path):
-    out = tmp_path / "report.md"
-    partial = flags.reserve_report(_report_parser(), str(out))
-    out.write_text("written by the user while the run trained")
-    with pytest.raises(FileExistsError):
-        flags.publish_report(partial, str(out), "table\n")
-    flags.discard_report(partial)
-    assert out.read_text() == "written by the user while the run trained"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
-
-
 @pytest.mark.parametrize("module", ["covariate_shift", "node_bnn_tuning",
                                     "transformer_compare"])
 def test_report_commands_refuse_an_existing_out_before_training(module, tmp_path, capsys):
@@ -130,7 +89,8 @@ def test_report_commands_refuse_an_existing_out_before_training(module, tmp_path
     out = tmp_path / "report.md"
     out.write_text("mine")
     with pytest.raises(SystemExit) as exit_info:
-        importlib.import_module(f"zoo.experiments.{module}").main(["--epochs", "1", "--out", str(out)])
+        importlib.import_module(f"zoo.experiments.{module}").main(["--epochs", "1",
+                                                                   "--out", str(out)])
     assert exit_info.value.code == 2
     assert "already exists" in capsys.readouterr().err
     assert out.read_text() == "mine"

@@ -5,7 +5,6 @@ import math
 
 import keras
 
-import zoo
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -133,11 +132,3 @@ def test_default_epochs_follow_the_training_set_size():
     assert runner.default_epochs(yacht) == runner.MAX_EPOCHS
     # 927 examples in batches of 32 = 29 steps; 6000 / 29 = 207 epochs.
     assert runner.default_epochs(concrete) == 207
-
-
-def test_only_the_moment_trained_transformer_is_scored_in_one_pass():
-    moments = zoo.build_model("bayesian_transformer", (4,), num_train=10)
-    sampled = zoo.build_model("bayesian_transformer", (4,), num_train=10, path="mc")
-    dropout = zoo.build_model("mc_dropout_mlp", (4,), num_train=10)
-    assert runner.sampling_free(moments)
-    assert not runner.sampling_free(sampled) and not runner.sampling_free(dropout)

@@ -4,19 +4,15 @@ Each ends in exactly one line on stderr, exit code 2, no traceback and no
 file written. Most run `zoo.cli.main` in-process; three run real processes:
 two check that an argparse error neither imports TensorFlow nor prints its
 start-up log, one that an error after TensorFlow has started is still one
-line. The plain progress lines of `zoo.run.progress` are tested at the end.
-(The general bad-input matrix: tests/zoo/test_bad_input_cli.py.)
+line.
+(The general bad-input matrix: tests/zoo/test_cli_bad_input.py.)
 """
 
-import io
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
-import keras
-import numpy as np
 import pytest
 
 import zoo
@@ -24,7 +20,6 @@ from tests.zoo.cli_harness import run_cli
 from tests.zoo.cli_harness import snapshot
 from zoo import cli
 from zoo.run import flags
-from zoo.run import progress
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -97,7 +92,7 @@ CASES = [
      "bayesian_transformer with 6 tokens, width 65536"),
     ("set_node_flows_too_many_weights",
      _train("--set", "num_components=8", "--set", "flow_length=65536", model="node_bnn"),
-     "node_bnn_flow with input_shape (6,)"),
+     "node_bnn_mlp_flow with input_shape (6,)"),
     # the benchmark's flags: one line, its --out untouched
     ("benchmark_splits_2_to_63", ["benchmark", "uci", "--dataset", "yacht", "--model",
                                   "bbb_mlp", "--splits", str(2**63)],
@@ -225,49 +220,3 @@ def test_an_error_after_tensorflow_started_is_still_one_line(tmp_path):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "would have about 3.6e+09 weights" in lines[0], result.stderr
     assert not (tmp_path / "run").exists()
-
-
-# Plain progress (zoo.run.progress): one line per interval, no control characters.
-LINE = re.compile(r"epoch +\d+/\d+( +(loss|data_loss|kl|accuracy) [-0-9.e+]+)* +\d+s")
-
-
-def test_plain_progress_lines():
-    stream = io.StringIO()
-    verbose, callbacks = progress.progress(1, 25, stream=stream)
-    assert verbose == 0 and len(callbacks) == 1
-    callback = callbacks[0]
-    callback.on_train_begin()
-    for epoch in range(25):
-        callback.on_epoch_end(epoch, {"loss": 1.5 - epoch / 100, "data_loss": 1.25, "kl": 0.25})
-    lines = stream.getvalue().splitlines()
-    # Every 25 // 10 = 2 epochs, and the last one.
-    assert [int(line.split()[1].split("/")[0]) for line in lines] == \
-        list(range(2, 25, 2)) + [25]
-    assert all(LINE.fullmatch(line) for line in lines), lines
-    assert lines[0].startswith("epoch  2/25  loss 1.49  data_loss 1.25  kl 0.25  ")
-    assert not re.search(r"[\x1b\r\b]", stream.getvalue())
-
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_progress_picks_the_bar_on_a_terminal_and_nothing_when_quiet():
-    assert progress.progress(1, 400, stream=_Terminal()) == (1, [])
-    assert progress.progress(0, 400, stream=io.StringIO()) == (0, [])
-    assert progress.progress(False, 400, stream=_Terminal()) == (0, [])
-    with pytest.raises(ValueError, match="`epochs` must be a positive int"):
-        progress.progress(1, 0, stream=io.StringIO())
-
-
-def test_plain_progress_under_fit():
-    stream = io.StringIO()
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    x = np.zeros((8, 2), "float32")
-    verbose, callbacks = progress.progress(1, 3, stream=stream)
-    model.fit(x, x[:, :1], epochs=3, verbose=verbose, callbacks=callbacks)
-    lines = stream.getvalue().splitlines()
-    assert [line.split("  ")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
-    assert all(LINE.fullmatch(line) for line in lines), lines

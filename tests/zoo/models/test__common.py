@@ -1,4 +1,8 @@
-"""Tests of zoo.models.ready_models: every registered model builds, trains, saves and says what it is."""
+"""What every ready model shares (`zoo.models._common`): builds, trains, saves, seeds, checks.
+
+The family-specific structure is tested in test_bbb.py, test_flipout.py, test_mc_dropout.py,
+test_node_bnn.py and test_transformer.py.
+"""
 
 import math
 import os
@@ -9,19 +13,14 @@ import pytest
 
 import tfp_bnn
 import zoo
-from tfp_bnn import posteriors
-from tfp_bnn import priors
 from tfp_bnn.callbacks import KLScheduler
-from tfp_bnn.layers import Conv2DFlipout
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseReparameterization
 from tfp_bnn.layers import HomoscedasticNoise
-from tfp_bnn.layers import MCDropout
 from tfp_bnn.layers import NodeDense
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
-from zoo.models import node_bnn
-from zoo.models import ready_models
+from zoo.models import _common
 
 SHAPES = {"table": (8,), "image": (8, 8, 1), "sequence": (24, 1)}
 NUM_CLASSES = 3
@@ -86,7 +85,10 @@ def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
     if task == "classification":
         assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
         assert model.loss.get_config()["from_logits"] is True
-        assert model.get_compile_config()["metrics"] == ["accuracy"]
+        [metric] = model.get_compile_config()["metrics"]
+        assert (metric["class_name"], metric["config"]["name"]) == (
+            "SparseCategoricalAccuracy", "accuracy")
+        assert model.optimizer.built  # slots made before fit: its step is traced once
     elif name == "bayesian_transformer":
         assert isinstance(model.loss, MomentGaussianNLL)
         assert model.loss.mode == "diagonal"
@@ -94,7 +96,7 @@ def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
         assert isinstance(model.loss, GaussianNLL)
     assert isinstance(model.optimizer, keras.optimizers.Adam)
     assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(
-        3e-3 if name == "bayesian_transformer" else ready_models.LEARNING_RATE)
+        3e-3 if name == "bayesian_transformer" else _common.LEARNING_RATE)
 
 
 # Every (model, task) on its first input kind; the transformer on both, as its
@@ -173,74 +175,14 @@ def _units(model, kinds):
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_mlp_widths_follow_the_protocol(family, cls, task):
     head = [NUM_CLASSES] if task == "classification" else [1]
-    hidden = list(ready_models.REGRESSION_UNITS if task == "regression"
-                  else ready_models.CLASSIFICATION_UNITS)
+    hidden = list(_common.REGRESSION_UNITS if task == "regression"
+                  else _common.CLASSIFICATION_UNITS)
     assert hidden == ([50] if task == "regression" else [128, 128])
     model = _build(family, task, "image")
     assert _units(model, cls) == hidden + head
     activations = [layer.activation.__name__ for layer in model.layers if isinstance(layer, cls)]
     assert activations == ["relu"] * len(hidden) + ["linear"]
     assert isinstance(model.get_layer("flatten"), keras.layers.Flatten)
-
-
-@pytest.mark.parametrize("name", ["bbb_mlp", "bbb_mlp_heteroscedastic"])
-def test_bbb_uses_reparameterization_a_scale_mixture_prior_and_the_mc_kl(name):
-    model = _build(name)
-    layers = tfp_bnn.bayesian_layers(model)
-    assert len(layers) == 2
-    for layer in layers:
-        assert type(layer) is DenseReparameterization
-        assert isinstance(layer.prior, priors.ScaleMixturePrior)
-        assert (layer.prior.pi, layer.prior.sigma1) == (0.5, 1.0)
-        assert layer.prior.sigma2 == pytest.approx(math.exp(-6.0))
-        assert layer.kl_estimator == "mc"
-        assert isinstance(layer.posterior, posteriors.MeanFieldNormal)
-        assert layer.posterior.rho_init == -5.0
-
-
-@pytest.mark.parametrize("name", ["flipout_mlp", "flipout_mlp_heteroscedastic"])
-def test_flipout_uses_dense_flipout_with_a_standard_normal_prior(name):
-    model = _build(name)
-    layers = tfp_bnn.bayesian_layers(model)
-    assert len(layers) == 2
-    for layer in layers:
-        assert type(layer) is DenseFlipout
-        assert isinstance(layer.prior, priors.NormalPrior)
-        assert (layer.prior.loc, layer.prior.scale) == (0.0, 1.0)
-        assert layer.kl_estimator != "mc"
-        assert isinstance(layer.posterior, posteriors.MeanFieldNormal)
-
-
-@pytest.mark.parametrize("name", ["mc_dropout_mlp", "mc_dropout_mlp_heteroscedastic"])
-@pytest.mark.parametrize("kind", ["table", "image"])
-def test_mc_dropout_drops_before_every_dense_with_gal_weight_decay(name, kind):
-    num_train, rate, length_scale = 927, 0.1, 0.02
-    model = _build(name, "regression", kind, num_train=num_train, rate=rate,
-                   length_scale=length_scale)
-    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
-    dropout = [layer for layer in model.layers if isinstance(layer, MCDropout)]
-    assert len(dense) == len(dropout) == 2
-    expected_decay = length_scale**2 * (1 - rate) / (2 * num_train)
-    for drop, layer in zip(dropout, dense):
-        assert layer.input is drop.output, f"{layer.name} is not fed by dropout"
-        assert drop.rate == rate
-        assert layer.kernel_regularizer.get_config()["l2"] == pytest.approx(expected_decay)
-        assert layer.bias_regularizer is None
-    # The inputs are dropped too (after flattening an image).
-    source = model.input if kind == "table" else model.get_layer("flatten").output
-    assert dropout[0].input is source
-    # One L2 term per Dense, no KL.
-    model(np.zeros((1, *SHAPES[kind]), "float32"))
-    assert len(model.losses) == 2
-
-
-def test_mc_dropout_defaults_are_gals():
-    model = _build("mc_dropout_mlp", num_train=1000)
-    assert {layer.rate for layer in tfp_bnn.bayesian_layers(model)} == {0.05}
-    decay = 0.01**2 * (1 - 0.05) / (2 * 1000)
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.Dense):
-            assert layer.kernel_regularizer.get_config()["l2"] == pytest.approx(decay)
 
 
 @pytest.mark.parametrize("family", MLP_FAMILIES)
@@ -262,92 +204,29 @@ def test_plain_models_end_in_homoscedastic_noise_heteroscedastic_in_two_units(fa
     assert np.ptp(_call(hetero, x)[:, 1]) > 0
 
 
-@pytest.mark.parametrize("task", ["regression", "classification"])
-def test_flipout_lenet_is_lenet5_with_flipout_everywhere(task):
-    model = _build("flipout_lenet", task, "image")
-    convs = [layer for layer in model.layers if isinstance(layer, Conv2DFlipout)]
-    assert [layer.filters for layer in convs] == [6, 16]
-    assert all(tuple(layer.kernel_size) == (5, 5) for layer in convs)
-    assert len([l for l in model.layers if isinstance(l, keras.layers.MaxPooling2D)]) == 2
-    head = [NUM_CLASSES] if task == "classification" else [1]
-    assert _units(model, DenseFlipout) == [120, 84] + head
-    assert all(isinstance(layer, (Conv2DFlipout, DenseFlipout))
-               for layer in tfp_bnn.bayesian_layers(model))
-    assert isinstance(model.layers[-1], HomoscedasticNoise) == (task == "regression")
-    # MNIST-sized images fit as well as the 8x8 digits.
-    big = zoo.build_model("flipout_lenet", (28, 28, 1), task=task,
-                          num_classes=NUM_CLASSES if task == "classification" else None,
-                          num_train=10)
-    assert big.output_shape == model.output_shape
-
-
-@pytest.mark.parametrize("task", ["regression", "classification"])
-def test_node_bnn_uses_node_dense_with_flow_posteriors(task):
-    model = _build("node_bnn", task, num_train=100)
-    layers = tfp_bnn.bayesian_layers(model)
-    assert len(layers) == (2 if task == "regression" else 3)
-    tuned = node_bnn.TUNED[("mlp", "flow")]
-    for layer in layers:
-        assert type(layer) is NodeDense
-        assert layer.posterior == "flow" and layer.flows == "planar"
-        assert layer.num_components == node_bnn.NUM_COMPONENTS == 4
-        assert layer.flow_length == node_bnn.FLOW_LENGTH
-        assert layer.prior_stddev == tuned["prior_stddev"]
-        assert layer.entropy_weight == tuned["entropy_weight"]
-
-
-@pytest.mark.parametrize("kind, pooling", [("table", "mean"), ("sequence", "last")])
-def test_bayesian_transformer_is_sampling_free_regression(kind, pooling):
-    assert zoo.get_spec("bayesian_transformer").sampling_free
-    assert zoo.get_spec("bayesian_transformer").tasks == ("regression",)
-    model = _build("bayesian_transformer", "regression", kind)
-    assert model.training_path == "moments" and model.mode == "diagonal"
-    assert model.pooling == pooling and model.num_tokens == SHAPES[kind][0]
-    # No Monte Carlo: in sampling mode too, one pass is the predictive.
-    x, _ = _data("regression", kind)
-    np.testing.assert_array_equal(_call(model, x), _call(model, x))
-
-
 # --- argument errors -------------------------------------------------------------------
 
-def _first_case(name):
-    spec = zoo.get_spec(name)
-    return spec.tasks[0], SHAPES[spec.inputs[0]]
-
-
-@pytest.mark.parametrize("input_shape", [(), (0,), (-3,), (8.0,), (True,), (8, None), None,
-                                         8, "8"])
-def test_bad_input_shape_is_named(input_shape):
+def _check_every_model_names(argument, value):
+    """Every registered model, built on its first task and input, refuses `value`."""
     for name in zoo.list_models():
-        task, _ = _first_case(name)
-        with pytest.raises(ValueError, match="input_shape") as info:
-            zoo.build_model(name, input_shape, task=task,
-                            num_classes=NUM_CLASSES if task == "classification" else None,
-                            num_train=10)
-        assert repr(input_shape) in str(info.value) or repr(tuple(input_shape)) in str(
-            info.value), name
+        spec = zoo.get_spec(name)
+        task = spec.tasks[0]
+        kwargs = {"input_shape": SHAPES[spec.inputs[0]], "task": task, "num_train": 10,
+                  "num_classes": NUM_CLASSES if task == "classification" else None,
+                  argument: value}
+        with pytest.raises(ValueError, match=argument) as info:
+            zoo.build_model(name, **kwargs)
+        shown = (value,) if argument != "input_shape" or not hasattr(value, "__iter__") else (
+            value, tuple(value))
+        assert any(repr(v) in str(info.value) for v in shown), name
 
 
-@pytest.mark.parametrize("num_train", [None, 0, -5, 2.5, True, "100"])
-def test_bad_num_train_is_named(num_train):
-    for name in zoo.list_models():
-        task, shape = _first_case(name)
-        with pytest.raises(ValueError, match="num_train") as info:
-            zoo.build_model(name, shape, task=task,
-                            num_classes=NUM_CLASSES if task == "classification" else None,
-                            num_train=num_train)
-        assert repr(num_train) in str(info.value), name
-
-
-@pytest.mark.parametrize("seed", [-1, 1.5, True, None, "0"])
-def test_bad_seed_is_named(seed):
-    for name in zoo.list_models():
-        task, shape = _first_case(name)
-        with pytest.raises(ValueError, match="seed") as info:
-            zoo.build_model(name, shape, task=task,
-                            num_classes=NUM_CLASSES if task == "classification" else None,
-                            num_train=10, seed=seed)
-        assert repr(seed) in str(info.value), name
+@pytest.mark.parametrize("argument, value", [
+    *[("input_shape", v) for v in [(), (0,), (-3,), (8.0,), (True,), (8, None), None, 8, "8"]],
+    *[("num_train", v) for v in [None, 0, -5, 2.5, True, "100"]],
+    *[("seed", v) for v in [-1, 1.5, True, None, "0"]]])
+def test_bad_common_argument_is_named(argument, value):
+    _check_every_model_names(argument, value)
 
 
 @pytest.mark.parametrize("task, num_classes", [("classification", None),
@@ -363,31 +242,6 @@ def test_bad_num_classes_is_named(task, num_classes):
         with pytest.raises(ValueError, match="num_classes") as info:
             zoo.build_model(name, shape, task=task, num_classes=num_classes, num_train=10)
         assert repr(num_classes) in str(info.value), name
-
-
-@pytest.mark.parametrize("input_shape", [(8,), (24, 1), (8, 8), (3, 3, 1), (8, 3, 1)])
-def test_flipout_lenet_needs_images_of_at_least_4x4(input_shape):
-    with pytest.raises(ValueError, match="input_shape") as info:
-        zoo.build_model("flipout_lenet", input_shape, task="classification",
-                        num_classes=NUM_CLASSES, num_train=10)
-    assert "image" in str(info.value)
-
-
-@pytest.mark.parametrize("input_shape", [(8, 8, 1), (24, 2), (4, 4, 4, 1)])
-def test_bayesian_transformer_needs_scalar_tokens(input_shape):
-    with pytest.raises(ValueError, match="input_shape") as info:
-        zoo.build_model("bayesian_transformer", input_shape, num_train=10)
-    assert str(input_shape) in str(info.value)
-
-
-def test_bayesian_transformer_rejects_classification_from_its_builder_too():
-    # The registry refuses the task first; the builder must also refuse it when called directly.
-    with pytest.raises(ValueError, match="task"):
-        zoo.build_model("bayesian_transformer", (8,), task="classification", num_classes=3,
-                        num_train=10)
-    with pytest.raises(ValueError, match="regression"):
-        zoo.get_model("bayesian_transformer")((8,), task="classification", num_classes=3,
-                                              num_train=10)
 
 
 @pytest.mark.parametrize("name, overrides, argument", [
@@ -409,8 +263,8 @@ def test_bayesian_transformer_rejects_classification_from_its_builder_too():
 def test_bad_overrides_raise_value_error_naming_them(name, overrides, argument):
     task = "classification" if name == "flipout_lenet" else "regression"
     kind = "image" if name == "flipout_lenet" else "table"
-    # Backquoted, as every message of the package names an argument.
-    with pytest.raises(ValueError, match=f"`{argument}`|{argument}="):
+    # Backquoted, as every message of the package names an argument (or one of its items).
+    with pytest.raises(ValueError, match=rf"`{argument}(\[\d+\])?`|{argument}="):
         _build(name, task, kind, **overrides)
 
 

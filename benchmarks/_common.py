@@ -1,0 +1,50 @@
+"""Start-up shared by the benchmark scripts, and the MNIST-sized MLP two of them time.
+
+Every script imports this module before TensorFlow:
+
+    import _common  # TensorFlow's C++ start-up notices off; the repository on sys.path
+
+so that `tfp_bnn` and `zoo` come from this checkout whether or not the
+package is installed, and the only output is the benchmark's own.
+"""
+
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# The 784-400-400-10 MLP of train_step.py and predict.py (MNIST-shaped inputs).
+INPUT_DIM = 784
+HIDDEN = (400, 400)
+CLASSES = 10
+
+
+def mlp(layer_fn):
+    """A Keras 3 784-400-400-10 MLP: `layer_fn(units, activation)` makes each layer.
+
+    relu hidden layers, logits out (activation None).
+    """
+    import keras
+
+    return keras.Sequential(
+        [keras.Input((INPUT_DIM,))]
+        + [layer_fn(units, "relu") for units in HIDDEN]
+        + [layer_fn(CLASSES, None)]
+    )
+
+
+def require_positive(parser, args, names):
+    """Ends the command line with one line naming the first of `names` below 1.
+
+    `names` are attribute names of the parsed `args` (`warmup_steps` is the
+    flag `--warmup-steps`).
+    """
+    for name in names:
+        value = getattr(args, name)
+        if value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")

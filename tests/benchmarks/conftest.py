@@ -1,0 +1,37 @@
+"""`run_benchmark(name, *argv, ratios=())`: a script of benchmarks/ run in-process, its stdout.
+
+The scripts' `main(argv)` is what `python benchmarks/NAME.py ARGV` runs; in
+this process it skips a TensorFlow start-up per script.
+"""
+
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def run_benchmark(capsys, monkeypatch):
+    # As `python benchmarks/NAME.py` would: the script's own folder first on
+    # sys.path, for its private modules (`_common` then puts the repository there).
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+    def run(name, *argv, ratios=()):
+        """Also checks that each line of `ratios` is printed with a positive number."""
+        spec = importlib.util.spec_from_file_location(f"_benchmark_{name}",
+                                                      BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.main(list(argv)) == 0
+        out = capsys.readouterr().out
+        for label in ratios:
+            match = re.search(re.escape(label) + r": (\S+)", out)
+            assert match, f"missing {label!r} in output:\n{out}"
+            # A ratio, not "n/a": the variant ran and was timed.
+            assert float(match.group(1)) > 0, match.group(0)
+        return out
+
+    return run

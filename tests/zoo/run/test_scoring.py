@@ -1,0 +1,75 @@
+"""Tests of zoo.run.scoring: the one fit -> predict -> score routine."""
+
+import math
+
+import numpy as np
+import pytest
+
+import zoo
+from tfp_bnn import metrics
+from zoo.run import scoring
+
+
+def test_only_the_moment_trained_transformer_is_scored_in_one_pass():
+    moments = zoo.build_model("bayesian_transformer", (4,), num_train=10)
+    sampled = zoo.build_model("bayesian_transformer", (4,), num_train=10, path="mc")
+    dropout = zoo.build_model("mc_dropout_mlp", (4,), num_train=10)
+    assert scoring.sampling_free(moments)
+    assert not scoring.sampling_free(sampled) and not scoring.sampling_free(dropout)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(96, 3)).astype("float32")
+    y = (x @ np.array([0.5, -1.0, 0.2]) + 0.1 * rng.normal(size=96)).astype("float32")
+    model = zoo.build_model("bbb_mlp_heteroscedastic", (3,), num_train=64, seed=0,
+                            hidden_units=(8,))
+    y_test = y[64:].astype(np.float64)
+    scores, prediction = scoring.fit_and_score(model, x[:64], y[:64], x[64:], 10.0 + 3.0 * y_test,
+                                               epochs=3, batch_size=16, num_samples=20,
+                                               shift=10.0, scale=3.0, seed=0)
+    return model, x[64:], y_test, scores, prediction
+
+
+def test_fit_and_score_reports_every_regression_metric(fitted):
+    _, _, _, scores, prediction = fitted
+    assert set(scores) == {"rmse", "log_likelihood", "coverage_95", "mean_stddev",
+                           "train_seconds", "predict_seconds"}
+    assert prediction.num_samples == 20
+    assert all(math.isfinite(scores[k]) for k in scores)
+    assert 0.0 <= scores["coverage_95"] <= 1.0
+
+
+def test_scores_are_in_the_data_units(fitted):
+    # y = 10 + 3 y_std: the RMSE and the predictive sd scale by 3, the log
+    # density per point drops by log 3, the coverage stays.
+    _, _, y, scores, prediction = fitted
+    standard = scoring.regression_scores(prediction, y)
+    assert scores["rmse"] == pytest.approx(3.0 * standard["rmse"], rel=1e-9)
+    assert scores["mean_stddev"] == pytest.approx(3.0 * standard["mean_stddev"], rel=1e-9)
+    assert scores["log_likelihood"] == pytest.approx(standard["log_likelihood"] - math.log(3.0),
+                                                     rel=1e-9)
+    assert scores["coverage_95"] == standard["coverage_95"]
+
+
+def test_classification_scores_are_the_library_metrics():
+    model = zoo.build_model("flipout_mlp", (4,), task="classification", num_classes=3,
+                            num_train=20, seed=0)
+    x = np.random.default_rng(1).normal(size=(20, 4)).astype("float32")
+    labels = np.arange(20) % 3
+    scores, prediction = scoring.score(model, x, labels, "classification", num_samples=4)
+    assert scores["accuracy"] == metrics.accuracy(labels, prediction.probs)
+    assert scores["nll"] == metrics.negative_log_likelihood(labels, prediction.probs)
+    assert scores["ece"] == metrics.expected_calibration_error(labels, prediction.probs, 15)
+    assert scores["brier"] == metrics.brier_score(labels, prediction.probs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"task": "ranking"}, "`task` must be one of"),
+    ({"num_samples": 0}, "`num_samples` must be a positive int"),
+])
+def test_bad_arguments_name_themselves(fitted, kwargs, message):
+    model, x, y, _, _ = fitted
+    with pytest.raises(ValueError, match=message):
+        scoring.score(model, x, y, **kwargs)

@@ -1,0 +1,99 @@
+"""What a finished zoo run writes, and how: staged first, moved in with results.json last.
+
+`zoo.run.runner` trains and scores; this module writes config.json,
+history.json, the plots, model.keras, the predictive SavedModel and
+results.json into the run directory's `.staging`, then moves them into the
+run directory (`publish`), results.json last, so a directory holding
+results.json is complete.
+"""
+
+import json
+import os
+
+import numpy as np
+
+import tfp_bnn
+from zoo.run import distribute
+from zoo.run import plots as run_plots
+
+STAGING = ".staging"
+
+
+def write_json(path, payload):
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as stream:
+        json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
+        stream.write("\n")
+    os.replace(temporary, path)
+
+
+def jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _export(model, directory, task):
+    """model.keras and the predictive SavedModel into `directory`."""
+    model.save(os.path.join(directory, "model.keras"))
+    signature = None
+    if not getattr(model, "inputs", None):
+        import tensorflow as tf  # noqa: PLC0415 - only subclassed models need it
+
+        signature = [tf.TensorSpec((None,) + tuple(task.input_shape), "float32")]
+    tfp_bnn.export.export_predictive(model, os.path.join(directory, "saved_model"),
+                                     task=task.task, input_signature=signature)
+
+
+def make_staging(directory):
+    """Creates the claimed run directory's `.staging` (empty); returns its path.
+
+    A directory that cannot be written is a ValueError that says so.
+    """
+    out = directory.path
+    try:
+        staging = os.path.join(out, STAGING)
+        directory.remove(STAGING)
+        directory.add(STAGING)
+        os.makedirs(staging)
+        probe = os.path.join(staging, ".write-test")
+        with open(probe, "w", encoding="utf-8") as stream:
+            stream.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        raise ValueError(f"--out {out!r} cannot be written: {error.strerror or error} "
+                         f"({error.filename or out}).") from None
+    return staging
+
+
+def write_all(model, task, config, logs, result, prediction, staging):
+    """Every artifact into `staging`, results.json last; a failed write is an OSError."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    try:
+        write_json(os.path.join(staging, "config.json"), config)
+        write_json(os.path.join(staging, "history.json"), jsonable(logs))
+        run_plots.training_curves(logs, os.path.join(staging, "training.png"),
+                                  title=config["model"])
+        run_plots.task_plot(task, prediction, staging)
+        _export(model, staging, task)
+        write_json(os.path.join(staging, "results.json"), jsonable(result))
+    except tf.errors.OpError as error:  # TensorFlow's own file writes (the SavedModel)
+        raise OSError(f"Cannot write the run's files into {staging}: "
+                      f"{' '.join(error.message.split())[:300]}; the checkpoint is kept, rerun "
+                      "to try again.") from None
+
+
+def publish(staging, directory):
+    """Moves the staged artifacts into the run directory, results.json last, and drops
+    the checkpoint. Only names the zoo's marker lists are ever replaced."""
+    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
+        directory.move_in(os.path.join(staging, name), name)
+    directory.remove(STAGING)
+    directory.remove(distribute.BACKUP)
