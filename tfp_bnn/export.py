@@ -102,7 +102,8 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
         else:
             output = "distribution" if engine.has_distribution_head(model) else TASKS[task][0]
     if output not in TASKS[task]:
-        raise ValueError(f"`output` for task={task!r} must be one of {TASKS[task]}, got {output!r}.")
+        raise ValueError(f"`output` for task={task!r} must be one of {TASKS[task]}, "
+                         f"got {output!r}.")
     if noise_variance is not None:
         if output != "mean":
             raise ValueError("`noise_variance` is only for task='regression', output='mean'.")

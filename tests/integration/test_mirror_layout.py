@@ -67,7 +67,8 @@ NO_TEST_FILE = {
     "tfp_bnn/noise.py": "the layers' random draws: the seeded and XLA tests of every layer",
     "tfp_bnn/posteriors/base.py": "the Posterior contract: posteriors/test_mean_field.py and "
                                   "integration/test_custom_posterior_prior.py",
-    "tfp_bnn/predict/sampling.py": "`sample` is the front end of the engine: predict/test_engine.py",
+    "tfp_bnn/predict/sampling.py": "`sample` is the front end of the engine: "
+                                   "predict/test_engine.py",
     "tfp_bnn/testing/composite_layer_test.py": "a test harness, run by the composite layers' tests",
     "tfp_bnn/testing/layer_test.py": "a test harness, run by every Bayesian layer's test",
     "tfp_bnn/testing/moments_reference.py": "the sampling reference of the moments/ tests",

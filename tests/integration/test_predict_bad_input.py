@@ -93,7 +93,8 @@ def test_bad_x(regressor, classifier, predictor, x, pattern):
         ({"max_rows": 0}, r"`max_rows` must be an int in 1..4,194,304, got 0"),
         ({"output": "quantiles"}, r"`output` must be one of .*got 'quantiles'"),
         ({"noise_variance": 1.0}, r"`noise_variance` is only for output='mean'"),
-        ({"output": "mean", "noise_variance": -1.0}, r"`noise_variance` must be a finite number > 0"),
+        ({"output": "mean", "noise_variance": -1.0},
+         r"`noise_variance` must be a finite number > 0"),
     ],
 )
 def test_bad_regression_arguments(regressor, kwargs, pattern):

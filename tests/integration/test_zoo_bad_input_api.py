@@ -92,7 +92,7 @@ BAD_BUILDS = [
     ("bayesian_transformer", {"input_shape": (4,), "num_heads": 3},
      r"`width` \(16\) must be a multiple of `num_heads` \(3\)"),
     ("bayesian_transformer", {"input_shape": (4,), "path": "exact"},
-     r"`path` must be one of \('mc', 'moments'\), got 'exact'"),
+     r"`path` must be one of \['mc', 'moments'\], got 'exact'"),
     ("bbb_mlp", {"prior": "gauss"}, r"Unknown `prior` 'gauss'"),
 ]
 

@@ -101,9 +101,10 @@ class KLTracking:
         """Whether this call adds its KL now.
 
         `static_rows` is the batch size of the call's inputs as an int, or
-        None when it is not static. False when the KL is already in the current outer call's losses, and
-        inside a loop body, where the KL is left pending for the `losses`
-        read after the loop (see the module docstring).
+        None when it is not static. False when the KL is already in the
+        current outer call's losses, and inside a loop body, where the KL is
+        left pending for the `losses` read after the loop (see the module
+        docstring).
         """
         context = _current_call_context()
         if context is not None:

@@ -79,7 +79,8 @@ class DistributionLambda(keras.layers.Layer):
 
     Example:
     >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2),
-    ...     DistributionLambda(lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))])
+    ...     DistributionLambda(
+    ...         lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))])
     >>> model.compile("adam", loss=lambda y, rv_y: -rv_y.log_prob(y))
     """
 

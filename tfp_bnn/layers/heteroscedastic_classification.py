@@ -161,5 +161,6 @@ class HeteroscedasticClassification(keras.layers.Layer):
                 "return_logit_moments": self.return_logit_moments,
             }
         )
-        config.update(_projection_head.projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        config.update(_projection_head.projection_kwargs_config(self.projection_layer,
+                                                                self._projection_kwargs))
         return config

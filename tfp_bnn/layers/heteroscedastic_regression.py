@@ -228,7 +228,8 @@ class HeteroscedasticRegression(keras.layers.Layer):
                 "parameterization": self.parameterization,
             }
         )
-        config.update(_projection_head.projection_kwargs_config(self.projection_layer, self._projection_kwargs))
+        config.update(_projection_head.projection_kwargs_config(self.projection_layer,
+                                                                self._projection_kwargs))
         return config
 
     @classmethod

@@ -24,7 +24,8 @@ from tfp_bnn.predict import limits
 OUTPUTS = ("auto",) + _predictive.CLASSIFICATION_OUTPUTS
 # The kinds of output arrays `log_probabilities` reads.
 VALUE_OUTPUTS = ("logits", "probabilities", "log_probabilities")
-SCORES = ("predictive_entropy", "expected_entropy", "mutual_information", "one_minus_max_probability")
+SCORES = ("predictive_entropy", "expected_entropy", "mutual_information",
+          "one_minus_max_probability")
 
 
 def _look_like_probabilities(values):

@@ -1,9 +1,10 @@
 """Limits on every size a prediction's caller controls, checked before any work.
 
 `num_samples` (T), `batch_size`, `samples_per_call` and `max_rows` are
-checked together by `plan` (once per prediction, through `engine.prepare`); the [T, N, ...] results a front end keeps are
-checked by `check_results` before the first model call (with the model's
-static output size) and by `check_storage` on the first chunk (exact size).
+checked together by `plan` (once per prediction, through
+`engine.prepare`); the [T, N, ...] results a front end keeps are checked
+by `check_results` before the first model call (with the model's static
+output size) and by `check_storage` on the first chunk (exact size).
 Memory is bounded by half the machine's physical memory.
 """
 

@@ -200,7 +200,8 @@ def test_main_end_to_end_on_the_standard_yacht_splits(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_module_runs_as_a_script():
-    completed = subprocess.run([sys.executable, "-m", "zoo.experiments.uci_benchmark", "uci", "--help"],
+    completed = subprocess.run([sys.executable, "-m", "zoo.experiments.uci_benchmark", "uci",
+                                "--help"],
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert "--dataset" in completed.stdout and "--samples" in completed.stdout
