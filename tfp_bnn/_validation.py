@@ -67,9 +67,9 @@ def integers(name, values, minimum=1):
     return tuple(integer(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values))
 
 
-def seed(value, name="seed"):
+def seed(value, name="seed", allow_none=False):
     """A seed as a Python int >= 0 (what `np.random.default_rng` and Keras accept)."""
-    return integer(name, value, minimum=0)
+    return integer(name, value, minimum=0, allow_none=allow_none)
 
 
 def _bound_text(low, high, low_open, high_open):

@@ -26,8 +26,8 @@ import tensorflow as tf
 
 # Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
 _U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
-# TensorFlow's id of the Philox algorithm (`tf.random.Algorithm.PHILOX`).
-_PHILOX = 1
+# TensorFlow's id of the Philox algorithm, as the raw ops take it.
+_PHILOX = tf.random.Algorithm.PHILOX.value
 
 
 def in_xla_context():

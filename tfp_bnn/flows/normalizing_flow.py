@@ -136,7 +136,7 @@ class NormalizingFlow(keras.layers.Layer):
         sylvester_rank = check.integer("sylvester_rank", sylvester_rank, allow_none=True)
         momentum = check.number("momentum", momentum, low=0.0, high=1.0, high_open=True)
         epsilon = check.positive("epsilon", epsilon)
-        seed = check.integer("seed", seed, minimum=0, allow_none=True)
+        seed = check.seed(seed, allow_none=True)
         super().__init__(**kwargs)
         self.flows = flows if isinstance(flows, str) else list(flows)
         self.length = None if length is None else int(length)

@@ -39,17 +39,17 @@ def variational_arguments(estimator, posterior, prior, kl_weight, kl_estimator,
     Returns a dict with the resolved posterior and prior objects (shared by
     every sublayer: they hold configuration, not state) and the rest as given.
     """
-    dense_class(estimator)
+    dense = dense_class(estimator)
     posterior = posteriors_lib.get(posterior)
     prior = priors_lib.get(prior)
-    if estimator == "flipout" and not posterior.is_location_scale:
+    if dense.requires_location_scale and not posterior.is_location_scale:
         raise ValueError(
-            f"`estimator`='flipout' needs a location-scale `posterior` (e.g. "
+            f"`estimator`={estimator!r} needs a location-scale `posterior` (e.g. "
             f"MeanFieldNormal), got {posterior!r}."
         )
     kl_weight = _validation.number("kl_weight", kl_weight, low=0.0, allow_none=True)
     check_kl_estimator(kl_estimator, prior)
-    seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+    seed = _validation.seed(seed, allow_none=True)
     return {
         "posterior": posterior,
         "prior": prior,

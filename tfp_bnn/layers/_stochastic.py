@@ -29,7 +29,7 @@ class StochasticLayer(KLTracking):
 
     def _create_stochastic_state(self, kl_weight, seed):
         """Sets `seed`, `seed_generator`, `kl_weight`, `sampling` and the KL tracker."""
-        seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+        seed = _validation.seed(seed, allow_none=True)
         kl_weight = _validation.number("kl_weight", kl_weight, low=0.0, allow_none=True)
         self._initial_kl_weight = kl_weight
         self.seed = seed

@@ -104,7 +104,7 @@ class DistributionLambda(keras.layers.Layer):
             raise ValueError("`convert_to_tensor_fn` must be 'sample', 'mean', 'mode' or a "
                              f"callable distribution -> tensor, got {convert_to_tensor_fn!r}.")
         self.convert_to_tensor_fn = convert_to_tensor_fn
-        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+        self.seed = _validation.seed(seed, allow_none=True)
         self.seed_generator = (keras.random.SeedGenerator(seed)
                                if convert_to_tensor_fn == "sample" else None)
 

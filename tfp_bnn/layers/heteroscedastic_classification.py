@@ -98,7 +98,7 @@ class HeteroscedasticClassification(keras.layers.Layer):
         super().__init__(**own)
         self.num_classes = _validation.integer("num_classes", num_classes, minimum=2)
         self.num_samples = _validation.integer("num_samples", num_samples)
-        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+        self.seed = _validation.seed(seed, allow_none=True)
         self.return_logit_moments = _validation.boolean("return_logit_moments",
                                                         return_logit_moments)
         self.projection = projection

@@ -58,7 +58,7 @@ class MCDropout(keras.layers.Layer):
             noise_shape = tuple(_validation.integer("noise_shape", d, allow_none=True)
                                 for d in noise_shape)
         self.noise_shape = noise_shape
-        self.seed = _validation.integer("seed", seed, minimum=0, allow_none=True)
+        self.seed = _validation.seed(seed, allow_none=True)
         self.seed_generator = keras.random.SeedGenerator(self.seed)
         # 1.0: masks at inference; 0.0: identity at inference (mean mode).
         self.sampling = self.add_weight(

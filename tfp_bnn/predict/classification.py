@@ -150,20 +150,6 @@ class ClassificationPrediction:
         return metrics.auroc(self.score(score), out_of_distribution.score(score))
 
 
-def _output_layer(model):
-    """The layer that makes a functional model's single output, or None."""
-    try:
-        outputs = list(model.outputs or [])
-    except (AttributeError, ValueError, TypeError):
-        return None
-    if len(outputs) != 1:
-        return None
-    layer = getattr(getattr(outputs[0], "_keras_history", None), "operation", None)
-    if isinstance(layer, keras.Model):
-        return _output_layer(layer)
-    return layer
-
-
 def _normalises(layer):
     """True if `layer` ends in a softmax (its outputs are probabilities)."""
     if isinstance(layer, keras.layers.Softmax):
@@ -178,7 +164,7 @@ def resolve_output(model, output):
     check.one_of("output", output, OUTPUTS)
     if output == "distribution" or (output == "auto" and engine.has_distribution_head(model)):
         return "distribution"
-    ending = _normalises(_output_layer(model))
+    ending = _normalises(engine.output_layer(model))
     kind = {"softmax": "probabilities", "log_softmax": "log_probabilities"}.get(ending)
     if output == "auto":
         return kind or "logits"

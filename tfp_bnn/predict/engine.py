@@ -142,19 +142,23 @@ class MonteCarloRunner:
         return self.traced_call_distribution(inputs, draws, num_samples)
 
 
-def has_distribution_head(model):
-    """True if the model's (single) output is a tfp_bnn distribution layer's."""
+def output_layer(model):
+    """The layer that makes a functional model's single output (inside nested models), or None."""
     try:
         outputs = list(model.outputs or [])
     except (AttributeError, ValueError, TypeError):  # subclassed: unknown until called
-        return False
+        return None
     if len(outputs) != 1:
-        return False
-    history = getattr(outputs[0], "_keras_history", None)
-    layer = getattr(history, "operation", None)
+        return None
+    layer = getattr(getattr(outputs[0], "_keras_history", None), "operation", None)
     if isinstance(layer, keras.Model):  # a nested model: its own output layer decides
-        return has_distribution_head(layer)
-    return isinstance(layer, DistributionLambda)
+        return output_layer(layer)
+    return layer
+
+
+def has_distribution_head(model):
+    """True if the model's (single) output is a tfp_bnn distribution layer's."""
+    return isinstance(output_layer(model), DistributionLambda)
 
 
 _RUNNERS = weakref.WeakKeyDictionary()
