@@ -26,6 +26,7 @@ from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
 from tfp_bnn.losses import gaussian_nll
+from zoo.models._common import build_optimizer
 
 NUM = 32
 TOKENS, WIDTH = 3, 4
@@ -38,8 +39,10 @@ def _data(shape, seed=0):
     return x, y
 
 
+
 def _fit(model, x, y, loss):
     model.compile(keras.optimizers.Adam(1e-2), loss)
+    build_optimizer(model)  # fit then traces its step once
     history = model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[KLScheduler(NUM)])
     assert np.all(np.isfinite(history.history["loss"])), history.history
     assert np.all(np.isfinite(history.history["kl"])) and history.history["kl"][0] > 0
@@ -188,6 +191,7 @@ def test_zoo_bayesian_transformer_trains_under_mixed_float16(mixed_float16):
     x, y = _data((TOKENS,))
     model = zoo.build_model("bayesian_transformer", (TOKENS,), num_train=NUM, seed=0,
                             width=WIDTH, num_heads=2, ff_dim=8)
+    build_optimizer(model)  # fit then traces its step once
     history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
     assert all(loss.dtype == tf.float32 for loss in model.losses)

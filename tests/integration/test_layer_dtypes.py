@@ -125,6 +125,10 @@ def test_float64_node_layers_build_call_and_fit(cls, shape, kwargs):
     assert all(f.dtype_policy.name == "float64" for f in flows)
     assert layer.kl_divergence(8).dtype == "float32"
     model.compile("adam", "mse", jit_compile=False)
+    # Keras (TF backend, no distribution strategy) would create the optimizer's
+    # variables inside the first trace of the train step, and tf.function then
+    # traces the step a second time; built here it is traced once, same graph.
+    model.optimizer.build(model.trainable_variables)
     before = [np.array(w) for w in layer.trainable_weights]
     history = model.fit(x, y, epochs=1, batch_size=4, verbose=0)
     assert np.isfinite(history.history["loss"][0])

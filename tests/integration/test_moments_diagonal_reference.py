@@ -264,6 +264,29 @@ CASES = {
 }
 
 
+# XLA-compiled runs by graph structure: the parameters are arguments, so cases
+# that differ only in their values ("large_noise" and "defaults") share one compile.
+_XLA_RUNS = {}
+
+
+def _xla_run(heads, key_dim, masked, options):
+    key = (heads, key_dim, masked, tuple(sorted(options.items())))
+    if key not in _XLA_RUNS:
+        mask = tf.constant(MASK) if masked else None
+
+        # No autograph (here and below): the moment functions have no
+        # tensor-dependent Python control flow, and converting them costs
+        # seconds of CPU on the first trace without changing the graph.
+        @tf.function(jit_compile=True, autograph=False)
+        def run(x, var, params):
+            out = transformer_block(x if var is None else Moments(x, var), params, heads,
+                                    key_dim, attention_mask=mask, **options)
+            return out.mean, out.cov
+
+        _XLA_RUNS[key] = run
+    return _XLA_RUNS[key]
+
+
 @pytest.mark.parametrize("random_input", [False, True], ids=["constant_x", "random_x"])
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "xla"])
@@ -271,17 +294,16 @@ def test_diagonal_block_equals_reference(case, random_input, jit):
     options = dict(CASES[case])
     heads, key_dim = options.pop("heads", HEADS), options.pop("key_dim", KEY_DIM)
     params, x, var = _inputs(3, heads, key_dim, std=options.pop("std", 0.1))
-    mask = tf.constant(MASK) if options.pop("mask", False) else None
+    masked = options.pop("mask", False)
+    mask = tf.constant(MASK) if masked else None
     var = var if random_input else None
 
-    def run(x, var):
+    if jit:
+        mean, cov = _xla_run(heads, key_dim, masked, options)(x, var, params)
+    else:
         out = transformer_block(x if var is None else Moments(x, var), params, heads, key_dim,
                                 attention_mask=mask, **options)
-        return out.mean, out.cov
-
-    if jit:
-        run = tf.function(run, jit_compile=True)
-    mean, cov = run(x, var)
+        mean, cov = out.mean, out.cov
     ref_options = {"relu_method": options.get("relu", "exact"),
                    **{k: v for k, v in options.items() if k != "relu"}}
     ref_mean, ref_var = _reference_block(x, var, params, heads, mask, **ref_options)
@@ -294,7 +316,7 @@ def test_second_block_equals_reference():
     params, x, _ = _inputs(4)
     params2, _, _ = _inputs(5)
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def run(x):
         first = transformer_block(x, params, HEADS, KEY_DIM)
         out = transformer_block(first, params2, HEADS, KEY_DIM)
@@ -416,7 +438,7 @@ def test_unknown_batch_under_xla():
     spec = tf.TensorSpec([None, TOKENS, WIDTH], tf.float32)
     mask = tf.constant(MASK)
 
-    @tf.function(jit_compile=True, input_signature=[spec, spec])
+    @tf.function(jit_compile=True, autograph=False, input_signature=[spec, spec])
     def run(x, var):
         out = transformer_block(Moments(x, var), params, HEADS, KEY_DIM, attention_mask=mask)
         return out.mean, out.cov

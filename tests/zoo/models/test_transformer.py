@@ -85,10 +85,8 @@ def test_both_paths_train_with_fit(path):
     assert kl[-1] > 0
     np.testing.assert_allclose(history.history["data_loss"], np.subtract(losses, kl), rtol=1e-5)
     assert np.mean(losses[-2:]) < losses[0]
-    prediction, _ = scoring.predict(model, x[:10], num_samples=5)
-    scores = scoring.regression_scores(prediction, 1.0 + 2.0 * y[:10], shift=1.0, scale=2.0)
-    assert set(scores) == {"log_likelihood", "rmse", "coverage_95", "mean_stddev"}
-    assert np.isfinite(scores["log_likelihood"]) and 0 <= scores["coverage_95"] <= 1
+    # Prediction and scores of both paths: test_transformer_compare.py's short run
+    # (a prediction traced here would cost more than the training).
 
 
 def test_full_mode_trains_a_joint_forecast_with_the_cholesky_likelihood():

@@ -4,14 +4,14 @@ Every case ends in one line on stderr and exit code 2 (or a one-line
 ValueError), and the files the user had are unchanged byte for byte.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
 import resource
 import shutil
-import subprocess
-import sys
+import signal
 
 import numpy as np
 import pytest
@@ -86,6 +86,25 @@ def _interrupted(out, capsys, *extra, dataset="yacht"):
 
 
 @pytest.fixture(scope="module")
+def interrupted_yacht(tmp_path_factory):
+    """One `_interrupted` run on yacht; tests work on byte-for-byte copies of it."""
+    out = tmp_path_factory.mktemp("interrupted") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "DivergenceGuard", _InterruptAtEpoch2)
+        assert cli.main(_argv(out, epochs=3)) == 130
+    return out
+
+
+@pytest.fixture
+def interrupted(interrupted_yacht, tmp_path):
+    """A fresh copy of the interrupted yacht run, checked as `_interrupted` checks its own."""
+    out = tmp_path / "run"
+    shutil.copytree(interrupted_yacht, out)
+    assert sorted(os.listdir(out)) == [".backup", ".zoo-run"] and _state(out)["epoch"] == 1
+    return out
+
+
+@pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     out = tmp_path_factory.mktemp("finished") / "run"
     assert cli.main(_argv(out)) == 0
@@ -120,8 +139,8 @@ def test_user_files_with_artifact_names_are_refused_untouched(make, tmp_path, ca
     assert _snapshot(out) == before
 
 
-def test_a_file_the_marker_does_not_list_is_never_replaced(tmp_path, capsys):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_a_file_the_marker_does_not_list_is_never_replaced(interrupted, capsys):
+    out = interrupted
     (out / "model.keras").write_bytes(b"put here by the user between the two runs")
     before = _snapshot(out)
     _refused(_argv(out, epochs=3), capsys, "holds files the zoo did not write (['model.keras'])")
@@ -144,8 +163,8 @@ def test_a_file_dropped_in_during_the_run_is_not_replaced_at_publish(tmp_path, c
     assert _state(out)["epoch"] == 1  # the checkpoint stays for a rerun
 
 
-def test_a_damaged_marker_is_refused(tmp_path, capsys):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_a_damaged_marker_is_refused(interrupted, capsys):
+    out = interrupted
     (out / run_dir.MARKER).write_text("null")
     before = _snapshot(out)
     _refused(_argv(out, epochs=3), capsys, ".zoo-run is damaged")
@@ -191,8 +210,8 @@ def test_the_lock_is_refused_at_claim_time_too(tmp_path):
         holder.release()
 
 
-def test_resume_with_the_marker_and_a_stale_lock_file_finishes(tmp_path, capsys):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_resume_with_the_marker_and_a_stale_lock_file_finishes(interrupted, capsys):
+    out = interrupted
     # A SIGKILLed run leaves its lock file; the kernel released the lock.
     (out / run_dir.LOCK).write_text("999999\n")
     code, stdout, lines = _main(_argv(out, epochs=3), capsys)
@@ -218,8 +237,8 @@ def test_changed_data_file_is_refused(tmp_path, capsys):
     assert _snapshot(out) == before
 
 
-def test_changed_threads_are_refused(tmp_path, capsys, monkeypatch):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_changed_threads_are_refused(interrupted, capsys, monkeypatch):
+    out = interrupted
     before = _snapshot(out)
     # As another --threads would leave TensorFlow (it cannot change in-process).
     monkeypatch.setattr(run_fingerprint, "threads", lambda: {"intra_op": 7, "inter_op": 7})
@@ -227,8 +246,8 @@ def test_changed_threads_are_refused(tmp_path, capsys, monkeypatch):
     assert _snapshot(out) == before
 
 
-def test_changed_set_override_is_refused(tmp_path, capsys):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_changed_set_override_is_refused(interrupted, capsys):
+    out = interrupted
     before = _snapshot(out)
     _refused(_argv(out, "--set", "hidden_units=[8]", epochs=3), capsys,
              "(differs in: overrides ({} then, {'hidden_units': [8]} now))")
@@ -248,20 +267,30 @@ def test_the_fingerprint_holds_data_threads_and_versions():
 
 # --- writes that fail -------------------------------------------------------
 
-def _limited_train(out, limit_bytes, epochs):
-    """`python -m zoo train` in a process that cannot write files above `limit_bytes`."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+@contextlib.contextmanager
+def _file_size_limit(limit_bytes):
+    """Writes of files past `limit_bytes` fail in this process with EFBIG ("File too large")
+    from the kernel, as on a full quota; the soft limit is put back after."""
+    # Python ignores SIGXFSZ at start-up, so the write fails instead of killing the process.
+    assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-m", "zoo", *_argv(out, epochs=epochs)],
-                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-                            preexec_fn=limit)
-    assert result.returncode == 2, result.stderr[-3000:]  # a segfault would be -11
-    assert "Traceback" not in result.stderr and "Segmentation" not in result.stderr
-    ours = [line for line in result.stderr.splitlines() if line.startswith("python -m zoo")]
-    assert len(ours) == 1, result.stderr[-3000:]
+
+def _limited_train(out, limit_bytes, epochs, capsys):
+    """`python -m zoo train` (in-process) when no file may grow above `limit_bytes`."""
+    capsys.readouterr()
+    with _file_size_limit(limit_bytes):
+        code = cli.main(_argv(out, epochs=epochs))
+    err = capsys.readouterr().err
+    assert code == 2, err[-3000:]
+    assert "Traceback" not in err
+    ours = [line for line in err.splitlines() if line.startswith("python -m zoo")]
+    assert len(ours) == 1, err[-3000:]
     return ours[0]
 
 
@@ -274,10 +303,10 @@ def _loads_into_a_fresh_model(out):
 
 
 @pytest.mark.slow
-def test_disk_full_during_a_checkpoint_keeps_the_last_one(tmp_path, capsys):
-    out = _interrupted(tmp_path / "run", capsys)
+def test_disk_full_during_a_checkpoint_keeps_the_last_one(interrupted, capsys):
+    out = interrupted
     # A checkpoint of bbb_mlp is ~35 KB: at 16 KB per file every save fails.
-    line = _limited_train(out, 16 * 1024, epochs=3)
+    line = _limited_train(out, 16 * 1024, epochs=3, capsys=capsys)
     assert "Cannot write the checkpoint of epoch 2: File too large" in line
     assert "the last complete checkpoint" in line
     assert sorted(os.listdir(out)) == [".backup", ".zoo-run"]
@@ -295,7 +324,7 @@ def test_disk_full_during_the_final_export_leaves_no_artifact(tmp_path, capsys):
     out = tmp_path / "run"
     # 96 KB: the checkpoints (~35 KB), plots and model.keras fit; the
     # SavedModel's graph (~150 KB) does not.
-    line = _limited_train(out, 96 * 1024, epochs=2)
+    line = _limited_train(out, 96 * 1024, epochs=2, capsys=capsys)
     assert "File too large" in line
     assert sorted(os.listdir(out)) == [".backup", ".zoo-run"]
     assert _state(out)["epoch"] == 2
