@@ -17,6 +17,7 @@ _backend.require_tensorflow()
 from tfp_bnn import callbacks
 from tfp_bnn import data
 from tfp_bnn import distributions
+from tfp_bnn import ensembles
 from tfp_bnn import export
 from tfp_bnn import flows
 from tfp_bnn import layers
@@ -44,6 +45,7 @@ __all__ = [
     "callbacks",
     "data",
     "distributions",
+    "ensembles",
     "export",
     "flows",
     "is_mean_mode",

@@ -27,6 +27,7 @@ from tfp_bnn.layers._tracing import forced_mean_trace
 from tfp_bnn.layers._tracing import no_kl_trace
 from tfp_bnn.predict import engine
 from tfp_bnn.predict.classification import resolve_output
+from tfp_bnn.predict.limits import check_multiple
 
 TASKS = _predictive.TASKS
 
@@ -108,7 +109,9 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
         if output != "mean":
             raise ValueError("`noise_variance` is only for task='regression', output='mean'.")
         noise_variance = check.positive("noise_variance", noise_variance)
-    samples_per_call = check.integer("samples_per_call", samples_per_call)
+    samples_per_call = check_multiple("samples_per_call",
+                                      check.integer("samples_per_call", samples_per_call),
+                                      engine.sample_multiple(model))
     target = check_new_path(path)
     if output != "distribution":
         _check_output_width(model, task, output)
@@ -146,6 +149,7 @@ def _predictive_function(model, task, output, noise_variance, chunk, single):
     """
     runner = engine.MonteCarloRunner(model)
     regression = task == "regression"
+    multiple = engine.sample_multiple(model)
 
     def chunk_terms(inputs, step, num_samples):
         weights = tf.cast(tf.range(chunk) < num_samples - step * chunk, tf.float32)
@@ -169,9 +173,13 @@ def _predictive_function(model, task, output, noise_variance, chunk, single):
         *inputs, num_samples = args
         inputs = inputs[0] if single else list(inputs)
         num_samples = tf.convert_to_tensor(num_samples, tf.int32)
-        positive = tf.debugging.assert_greater_equal(
-            num_samples, 1, message="num_samples must be >= 1")
-        with tf.control_dependencies([positive]):
+        checks = [tf.debugging.assert_greater_equal(
+            num_samples, 1, message="num_samples must be >= 1")]
+        if multiple > 1:  # a deep ensemble: whole rounds of its M members
+            checks.append(tf.debugging.assert_equal(
+                num_samples % multiple, 0,
+                message=f"num_samples must be a multiple of {multiple} (the ensemble's members)"))
+        with tf.control_dependencies(checks):
             steps = (num_samples + chunk - 1) // chunk
         first = chunk_terms(inputs, 0, num_samples)
         zeros = tf.zeros_like(first[0][0])

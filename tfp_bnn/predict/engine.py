@@ -22,6 +22,7 @@ inside its own `tf.function`, read with the same `tfp_bnn._predictive` math.
 """
 
 import collections
+import math
 import weakref
 
 import keras
@@ -40,9 +41,11 @@ from tfp_bnn.predict.limits import plan
 from tfp_bnn.predict.limits import sample_chunks
 
 Plan = collections.namedtuple(
-    "Plan", ["inputs", "leaves", "count", "num_samples", "batch_size", "samples_per_call"])
+    "Plan", ["inputs", "leaves", "count", "num_samples", "batch_size", "samples_per_call",
+             "multiple"])
 Plan.__doc__ = """A prediction's checked arguments, from `prepare`: the inputs (as
-`as_arrays` returns them: the nest, its flat leaves and N), T, and the chunk sizes."""
+`as_arrays` returns them: the nest, its flat leaves and N), T, the chunk sizes and
+the multiple every sample chunk keeps (`sample_multiple`)."""
 
 Chunk = collections.namedtuple("Chunk", ["t0", "t1", "n0", "n1", "outputs"])
 Chunk.__doc__ = """Samples t0..t1-1 of inputs n0..n1-1: `outputs` a nest of NumPy arrays
@@ -180,9 +183,21 @@ def prepare(model, x, num_samples, batch_size=None, samples_per_call=None,
     """
     check_model(model)
     x, leaves, count = as_arrays(x, model)
+    multiple = sample_multiple(model)
     num_samples, batch_size, samples_per_call = plan(num_samples, leaves, count, batch_size,
-                                                     samples_per_call, max_rows)
-    return Plan(x, leaves, count, num_samples, batch_size, samples_per_call)
+                                                     samples_per_call, max_rows, multiple)
+    return Plan(x, leaves, count, num_samples, batch_size, samples_per_call, multiple)
+
+
+def sample_multiple(model):
+    """The number every traced call's sample count must be a multiple of (1 for most models).
+
+    A layer that maps sample s of a trace to one of M fixed networks (a deep ensemble's
+    members, `tfp_bnn.ensembles`) declares `samples_multiple = M`; the model needs the
+    least common multiple over its layers.
+    """
+    return math.lcm(1, *(int(getattr(layer, "samples_multiple", 1))
+                         for layer in model._flatten_layers(include_self=True)))
 
 
 def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
@@ -203,7 +218,7 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
     runner = runner_for(model, bool(jit_compile))
     x, leaves, count = plan.inputs, plan.leaves, plan.count
     t0 = 0
-    for size in sample_chunks(plan.num_samples, plan.samples_per_call):
+    for size in sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple):
         draws = runner.draw(size)
         for n0 in range(0, count, plan.batch_size):
             n1 = min(count, n0 + plan.batch_size)

@@ -28,15 +28,18 @@ MAX_ROWS_PER_CALL = 2**22
 MAX_NUM_SAMPLES = 10**6
 
 
-def sample_chunks(num_samples, samples_per_call):
+def sample_chunks(num_samples, samples_per_call, multiple=1):
     """Balanced chunk sizes that add up to num_samples, none above samples_per_call.
 
+    With `multiple` > 1 (a deep ensemble's M: see `plan`) every chunk is a
+    multiple of it; `plan` has made num_samples and samples_per_call so.
     Yielded one at a time: memory O(1) however many calls there are.
     """
-    calls = -(-num_samples // samples_per_call)  # exact for ints of any size
-    base, extra = divmod(num_samples, calls)
+    units, per_call = num_samples // multiple, samples_per_call // multiple
+    calls = -(-units // per_call)  # exact for ints of any size
+    base, extra = divmod(units, calls)
     for index in range(calls):
-        yield base + 1 if index < extra else base
+        yield multiple * (base + 1 if index < extra else base)
 
 
 def check_bytes(needed, what, advice="use a smaller `num_samples` or fewer inputs"):
@@ -86,21 +89,40 @@ def check_results(model, num_samples, count, what, copies=1, dtype=np.float64, p
     check_storage((copies, num_samples, count, size), dtype, what)
 
 
+def check_multiple(name, value, multiple):
+    """Returns `value` (a checked int) if it is a multiple of `multiple`, else raises.
+
+    A model whose traced calls must see a multiple of M samples (a deep
+    ensemble of M members gives sample s to member s mod M, so only a
+    multiple of M weighs the members equally) declares it: see `plan`.
+    """
+    if value % multiple:
+        raise ValueError(f"`{name}` must be a multiple of {multiple} for this model (a deep "
+                         f"ensemble of {multiple} members: sample s is member s mod "
+                         f"{multiple}), got {value}.")
+    return value
+
+
 def plan(num_samples, leaves, count, batch_size=None, samples_per_call=None,
-         max_rows=DEFAULT_MAX_ROWS):
+         max_rows=DEFAULT_MAX_ROWS, multiple=1):
     """Checks every size the caller controls; returns (T, batch_size, samples_per_call).
 
     Each traced call tiles `samples_per_call` copies of `batch_size` inputs:
     their product is bounded by `MAX_ROWS_PER_CALL` and the tiled inputs must
     fit in half the machine's memory, checked here before any allocation.
+    With `multiple` > 1 (`engine.sample_multiple`), T and samples_per_call
+    must be multiples of it, and the default samples_per_call is rounded down
+    to one (at least `multiple`).
     """
     num_samples = check.integer("num_samples", num_samples, maximum=MAX_NUM_SAMPLES)
     batch_size = check.integer("batch_size", batch_size, allow_none=True)
     samples_per_call = check.integer("samples_per_call", samples_per_call, allow_none=True)
     max_rows = check.integer("max_rows", max_rows, maximum=MAX_ROWS_PER_CALL)
+    check_multiple("num_samples", num_samples, multiple)
     batch_size = min(count, batch_size or DEFAULT_BATCH_SIZE)
     if samples_per_call is None:
-        samples_per_call = max(1, max_rows // batch_size)
+        samples_per_call = max(multiple, max_rows // batch_size // multiple * multiple)
+    check_multiple("samples_per_call", samples_per_call, multiple)
     samples_per_call = min(num_samples, samples_per_call)
     rows = samples_per_call * batch_size
     if rows > MAX_ROWS_PER_CALL:

@@ -46,7 +46,7 @@ def _case(spec):
 
 # Smaller than the defaults, with every op type of them: one hidden layer,
 # a 2-step flow. Tracing cost grows with the layer count, not the widths.
-_SMALL = {"hidden_units": (8,), "flow_length": 2}
+_SMALL = {"hidden_units": (8,), "flow_length": 2, "num_members": 2}  # 2 samples: 1 per member
 
 
 def _small_overrides(builder):

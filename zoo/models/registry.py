@@ -16,6 +16,8 @@ import inspect
 
 from zoo.models import _common
 from zoo.models.bbb import bbb_mlp
+from zoo.models.dvi import dvi_mlp
+from zoo.models.ensemble import deep_ensemble
 from zoo.models.flipout import flipout_lenet
 from zoo.models.flipout import flipout_mlp
 from zoo.models.mc_dropout import mc_dropout_mlp
@@ -91,6 +93,14 @@ _SPECS = (
               "Bayesian transformer block trained by moment propagation (no sampling)",
               "seed 000: sampling-free Bayesian transformer (Gaussian ELBO)",
               sampling_free=True),
+    ModelSpec("dvi_mlp", dvi_mlp, ("regression",), _ALL_INPUTS,
+              "MLP trained by moment propagation (no sampling), heteroscedastic",
+              "Wu et al. 2019, Deterministic Variational Inference for Robust BNNs (ICLR)",
+              sampling_free=True),
+    ModelSpec("deep_ensemble", deep_ensemble, _BOTH, _ALL_INPUTS,
+              "deep ensemble of M = 5 MLPs (heteroscedastic for regression), one fit",
+              "Lakshminarayanan et al. 2017, Simple and Scalable Predictive Uncertainty "
+              "Estimation using Deep Ensembles (NeurIPS)"),
 )
 SPECS = {spec.name: spec for spec in _SPECS}
 MODELS = {spec.name: spec.builder for spec in _SPECS}

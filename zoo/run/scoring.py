@@ -36,6 +36,7 @@ from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.modes import kl_layers
 from tfp_bnn.predict import RegressionPrediction
+from tfp_bnn.predict import engine
 
 TASKS = ("regression", "classification")
 NUM_BINS = 15
@@ -98,13 +99,19 @@ def predict(model, x, num_samples=100, task="regression", batch_size=None):
     """The predictive distribution of `model` at `x` and the seconds it took.
 
     Monte Carlo with T = `num_samples` weight samples (`tfp_bnn.predict`),
-    or one pass (T = 1) for a sampling-free model.
+    or one pass (T = 1) for a sampling-free model. A deep ensemble of M
+    deterministic members takes T = M (its exact mixture), one of Bayesian
+    members `num_samples` rounded up to a multiple of M.
 
     Returns:
         (`RegressionPrediction` or `ClassificationPrediction`, seconds).
     """
     check.one_of("task", task, TASKS)
     samples = 1 if sampling_free(model) else check.integer("num_samples", num_samples)
+    members = engine.sample_multiple(model)
+    if members > 1:
+        stochastic = tfp_bnn.bayesian_layers(model)
+        samples = -(-samples // members) * members if stochastic else members
     begin = time.perf_counter()
     if task == "classification":
         prediction = tfp_bnn.predict.classification(model, x, num_samples=samples,

@@ -60,9 +60,9 @@ def test_canonical_names_and_default_settings():
 def test_chosen_settings_name_registered_models():
     # The registry's regression models for tables (not flipout_lenet, an image model).
     assert ub.REGRESSION_MODELS == (
-        "bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "flipout_mlp",
-        "flipout_mlp_heteroscedastic", "mc_dropout_mlp", "mc_dropout_mlp_heteroscedastic",
-        "node_bnn")
+        "bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "deep_ensemble",
+        "dvi_mlp", "flipout_mlp", "flipout_mlp_heteroscedastic", "mc_dropout_mlp",
+        "mc_dropout_mlp_heteroscedastic", "node_bnn")
     assert set(ub.REGRESSION_MODELS) <= set(list_models())
     assert set(ub.BEST_MODEL) == set(FIVE)
     for (name, model), settings in ub.SETTINGS.items():

@@ -21,6 +21,7 @@ from tfp_bnn.layers import NodeDense
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
 from zoo.models import _common
+from zoo.models.dvi import DVIGaussianNLL
 
 SHAPES = {"table": (8,), "image": (8, 8, 1), "sequence": (24, 1)}
 NUM_CLASSES = 3
@@ -67,6 +68,11 @@ def _fit_one_step(model, x, y):
     assert not unchanged, f"one step left {unchanged} unchanged"
 
 
+def _member_axis(name):
+    """A deep ensemble's outputs have a member axis (M = 5) before the last one."""
+    return (5,) if name == "deep_ensemble" else ()
+
+
 def _call(model, x):
     return keras.ops.convert_to_numpy(model(x, training=False))
 
@@ -76,24 +82,29 @@ def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
     name, task, kind = case
     model = _build(name, task, kind)
     width = NUM_CLASSES if task == "classification" else 2
-    if name == "bayesian_transformer":  # a subclassed model: shapes come from a call
+    if name in ("bayesian_transformer", "dvi_mlp"):  # subclassed: shapes from a call
         x, _ = _data(task, kind, n=3)
         assert _call(model, x).shape == (3, width)
     else:
         assert model.input_shape == (None, *SHAPES[kind])
-        assert model.output_shape == (None, width)
+        assert model.output_shape == (None, *_member_axis(name), width)
+    # A deep ensemble sums its members' losses (tfp_bnn.ensembles.MemberLoss).
+    loss = model.loss.loss if name == "deep_ensemble" else model.loss
     if task == "classification":
-        assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
-        assert model.loss.get_config()["from_logits"] is True
+        assert isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+        assert loss.get_config()["from_logits"] is True
         [metric] = model.get_compile_config()["metrics"]
         assert (metric["class_name"], metric["config"]["name"]) == (
-            "SparseCategoricalAccuracy", "accuracy")
+            "MixtureAccuracy" if name == "deep_ensemble" else "SparseCategoricalAccuracy",
+            "accuracy")
         assert model.optimizer.built  # slots made before fit: its step is traced once
     elif name == "bayesian_transformer":
         assert isinstance(model.loss, MomentGaussianNLL)
         assert model.loss.mode == "diagonal"
+    elif name == "dvi_mlp":  # scored on the propagated moments (DVIRegressor.compute_loss)
+        assert isinstance(model.loss, DVIGaussianNLL)
     else:
-        assert isinstance(model.loss, GaussianNLL)
+        assert isinstance(loss, GaussianNLL)
     assert isinstance(model.optimizer, keras.optimizers.Adam)
     assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(
         3e-3 if name == "bayesian_transformer" else _common.LEARNING_RATE)
@@ -114,15 +125,17 @@ def test_trains_one_step_then_round_trips_through_a_keras_file(case, tmp_path):
     model.run_eagerly = True
     _fit_one_step(model, x, y)
     stochastic = tfp_bnn.bayesian_layers(model)
-    assert tfp_bnn.set_mean_mode(model) == len(stochastic) > 0
+    assert tfp_bnn.set_mean_mode(model) == len(stochastic)
+    assert stochastic or name == "deep_ensemble"  # its default members are plain MLPs
     expected = _call(model, x)
-    assert expected.shape == (BATCH, NUM_CLASSES if task == "classification" else 2)
+    assert expected.shape == (BATCH, *_member_axis(name),
+                              NUM_CLASSES if task == "classification" else 2)
     # Mean mode must be deterministic, or the comparison below proves nothing.
     np.testing.assert_array_equal(_call(model, x), expected)
     path = os.path.join(tmp_path, "model.keras")
     model.save(path)
     loaded = keras.models.load_model(path, safe_mode=True)
-    assert tfp_bnn.is_mean_mode(loaded)
+    assert tfp_bnn.is_mean_mode(loaded) == bool(stochastic)
     assert type(loaded.loss) is type(model.loss)
     assert len(loaded.weights) == len(model.weights)
     for old, new in zip(model.weights, loaded.weights):
@@ -156,7 +169,7 @@ def test_kl_weight_is_one_over_num_train(case):
     name, task, kind = case
     model = _build(name, task, kind, num_train=927)
     layers = _kl_layers(model)
-    if name.startswith("mc_dropout"):
+    if name.startswith("mc_dropout") or name == "deep_ensemble":
         assert layers == []
         return
     assert len(layers) == len(tfp_bnn.bayesian_layers(model)) >= 2

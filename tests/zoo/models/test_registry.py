@@ -10,7 +10,9 @@ import zoo
 from zoo.models import _common
 from zoo.models import registry
 
-NAMES = ["bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "flipout_lenet",
+NAMES = ["bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "deep_ensemble",
+         "dvi_mlp",
+         "flipout_lenet",
          "flipout_mlp", "flipout_mlp_heteroscedastic", "mc_dropout_mlp",
          "mc_dropout_mlp_heteroscedastic", "node_bnn"]
 
@@ -48,12 +50,14 @@ def test_tasks_inputs_and_sampling_free_per_model():
     expected_tasks = {name: ("regression",) if name.endswith("_heteroscedastic") else both
                       for name in NAMES}
     expected_tasks["bayesian_transformer"] = ("regression",)
+    expected_tasks["dvi_mlp"] = ("regression",)
     assert {name: zoo.get_spec(name).tasks for name in NAMES} == expected_tasks
     assert zoo.get_spec("flipout_lenet").inputs == ("image",)
     assert zoo.get_spec("bayesian_transformer").inputs == ("table", "sequence")
     others = set(NAMES) - {"flipout_lenet", "bayesian_transformer"}
     assert all(zoo.get_spec(n).inputs == ("table", "image", "sequence") for n in others)
-    assert [n for n in NAMES if zoo.get_spec(n).sampling_free] == ["bayesian_transformer"]
+    assert [n for n in NAMES if zoo.get_spec(n).sampling_free] == ["bayesian_transformer",
+                                                                    "dvi_mlp"]
 
 
 def test_spec_is_frozen():

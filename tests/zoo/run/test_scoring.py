@@ -73,3 +73,15 @@ def test_bad_arguments_name_themselves(fitted, kwargs, message):
     model, x, y, _, _ = fitted
     with pytest.raises(ValueError, match=message):
         scoring.score(model, x, y, **kwargs)
+
+
+def test_a_deep_ensemble_is_predicted_in_whole_rounds_of_its_members():
+    x = np.random.default_rng(1).normal(size=(7, 3)).astype("float32")
+    plain = zoo.build_model("deep_ensemble", (3,), num_train=10, num_members=2,
+                            hidden_units=(4,))
+    prediction, _ = scoring.predict(plain, x, num_samples=100)
+    assert prediction.num_samples == 2  # deterministic members: T = M is the exact mixture
+    bayesian = zoo.build_model("deep_ensemble", (3,), num_train=10, num_members=2,
+                               member="flipout_mlp", hidden_units=(4,))
+    prediction, _ = scoring.predict(bayesian, x, num_samples=5)
+    assert prediction.num_samples == 6  # rounded up to whole rounds of the 2 members
