@@ -1,7 +1,8 @@
 """Ready models, their registry, and the command line (`python -m zoo`).
 
 `build_model(name, input_shape, task, ...)` returns a compiled Keras model;
-`list_models()` names them; `MODELS` maps names to builders. The CLI
+`list_models()` names them; `MODELS` maps names to builders; `auto(x, y, ...)` chooses,
+refits and scores a regression model on a table (`zoo.run.auto`). The CLI
 (`python -m zoo list | train | evaluate | benchmark`) is in `zoo.cli`.
 
 The names below load `zoo.models.registry` (and TensorFlow) on first use, so that
@@ -15,13 +16,14 @@ Example:
 
 import importlib
 
-__all__ = ["MODELS", "ModelSpec", "SPECS", "build_model", "get_model", "get_spec",
+__all__ = ["MODELS", "ModelSpec", "SPECS", "auto", "build_model", "get_model", "get_spec",
            "list_models"]
 
 
 def __getattr__(name):
     if name in __all__:
-        return getattr(importlib.import_module("zoo.models.registry"), name)
+        module = "zoo.run.auto" if name == "auto" else "zoo.models.registry"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 

@@ -2,10 +2,10 @@
 
     python -m zoo                      the main job (BBB MLP on concrete; zoo.experiments.main_job)
     python -m zoo list                 ready models and built-in datasets
-    python -m zoo train MODEL --dataset DATASET [--split K] [--epochs N] [--seed S]
+    python -m zoo train MODEL|auto --dataset DATASET [--split K] [--epochs N] [--seed S]
                         [--strategy default|mirrored|multiworker] [--out DIR]
     python -m zoo evaluate DIR         reload a finished run and score it again
-    python -m zoo benchmark uci --dataset DIR --model MODEL [--splits N]
+    python -m zoo benchmark uci --dataset DIR --model MODEL|auto [--splits N]
 
 DATASET is a built-in name (`python -m zoo list`), a directory in the UCI
 benchmark layout, or a .csv time series.
@@ -34,7 +34,9 @@ def build_parser():
     commands.add_parser("list", help="ready models and built-in datasets")
 
     train = commands.add_parser("train", help="train a ready model and write a run directory")
-    train.add_argument("model", help="a model name from `python -m zoo list`")
+    train.add_argument("model", help="a model name from `python -m zoo list`, or 'auto': "
+                                      "choose a regression model and its settings on the "
+                                      "split's training rows")
     train.add_argument("--dataset", required=True,
                        help="built-in name, UCI-layout directory, or .csv series")
     train.add_argument("--split", type=flags.split_index, default=0,
@@ -50,8 +52,10 @@ def build_parser():
                        help="tf.distribute strategy; multiworker reads TF_CONFIG")
     train.add_argument("--out", default=None,
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
-    train.add_argument("--batch-size", type=flags.batch_size, default=32,
+    train.add_argument("--batch-size", type=flags.batch_size, default=None,
                        help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
+    train.add_argument("--budget-minutes", type=flags.budget_minutes, default=3.0,
+                       help="with model 'auto': wall-time budget of the search (default 3)")
     train.add_argument("--samples", type=flags.sample_count, default=100,
                        help="Monte Carlo samples at test time (default 100, at most "
                             f"{flags.MAX_SAMPLES:,})")
@@ -109,7 +113,15 @@ def _train(args):
     from zoo.run import runner  # noqa: PLC0415
 
     # The model and its --set keys before the data is read or anything written.
-    registry.check_overrides(args.model, args.overrides)
+    if args.model == runner.AUTO:
+        given = [flag for flag, value in (("--epochs", args.epochs),
+                                          ("--batch-size", args.batch_size),
+                                          ("--set", args.overrides)) if value]
+        if given:
+            raise ValueError(f"{given[0]}: model 'auto' chooses its own settings (name a "
+                             "model to set them).")
+    else:
+        registry.check_overrides(args.model, args.overrides)
     out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
                        f"-split{args.split}-seed{args.seed}")
     # In a fresh `python -m zoo` process this always applies; called from a
@@ -119,7 +131,7 @@ def _train(args):
         args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
         strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
         verbose=0 if args.quiet else 1, overrides=args.overrides,
-        checkpoint_seconds=args.checkpoint_seconds)
+        checkpoint_seconds=args.checkpoint_seconds, budget_minutes=args.budget_minutes)
     _print_metrics(result, "test: ")
     print(f"wrote {out} ({result['total_seconds']:.1f} s)")
     return 0

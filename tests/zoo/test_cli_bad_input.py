@@ -160,6 +160,14 @@ CASES = [
     ("checkpoint_seconds_negative", lambda t: _train("--checkpoint-seconds", "-1"),
      "--checkpoint-seconds"),
     ("strategy_unknown", lambda t: _train("--strategy", "tpu"), "invalid choice: 'tpu'"),
+    # model "auto" chooses epochs, batch size and builder arguments itself
+    ("auto_with_epochs", lambda t: _train(model="auto"), "--epochs: model 'auto' chooses"),
+    ("auto_with_set", lambda t: ["train", "auto", "--dataset", "yacht", "--set", "rate=0.1"],
+     "--set: model 'auto' chooses its own settings"),
+    ("auto_budget_zero", lambda t: ["train", "auto", "--dataset", "yacht",
+                                    "--budget-minutes", "0"], "--budget-minutes"),
+    ("auto_on_classification", lambda t: ["train", "auto", "--dataset", "digits"],
+     "'auto' chooses among the zoo's regression models for tables"),
     # hyperparameters
     ("set_without_equals", lambda t: _train("--set", "oops"), "expected KEY=VALUE"),
     ("set_unknown_key", lambda t: _train("--set", "no_such_argument=3"), "no_such_argument"),

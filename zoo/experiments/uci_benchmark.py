@@ -38,6 +38,7 @@ import numpy as np
 from tfp_bnn import _validation as check
 from tfp_bnn.data import UCIDataset
 from zoo.run import datasets
+from zoo.run import auto as auto_run
 from zoo.run import report
 from zoo.models import registry
 from zoo.run import scoring
@@ -194,16 +195,50 @@ def _summary(values):
     return {"mean": float(np.mean(values)), "se": standard_error(values)}
 
 
+def _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose):
+    """`--model auto`: per split, `zoo.run.auto` chooses on that split's training rows only."""
+    rows = []
+    start = time.perf_counter()
+    for k in range(splits):
+        split_start = time.perf_counter()
+        train, test = data.splits[k]
+        result = auto_run.auto(data.x[train], data.y[train], data.x[test], data.y[test],
+                               seed=seed + k, budget_minutes=budget_minutes,
+                               num_samples=num_samples, candidates=auto_run.CANDIDATES)
+        selection = result.selection
+        row = {"split": k, "rmse": result.scores["rmse"],
+               "ll": result.scores["log_likelihood"],
+               "seconds": time.perf_counter() - split_start,
+               "chosen": selection.candidate.name, "selection": selection.to_json()}
+        rows.append(row)
+        if verbose:
+            print(f"{name} auto split {k + 1:2d}/{splits}: {row['chosen']} "
+                  f"({selection.epochs} epochs{', budget hit' if selection.budget_hit else ''})"
+                  f"  RMSE {row['rmse']:.3f}  LL {row['ll']:.3f}  {row['seconds']:.0f}s",
+                  flush=True)
+        keras.backend.clear_session()
+    settings = {"budget_minutes": budget_minutes,
+                "candidates": [c.to_json() for c in auto_run.CANDIDATES]}
+    return {"dataset": name, "model": "auto", "settings": settings, "seed": seed,
+            "validation": False, "num_samples": num_samples, "num_splits": splits,
+            "rows": rows, "rmse": _summary([r["rmse"] for r in rows]),
+            "ll": _summary([r["ll"] for r in rows]),
+            "seconds": time.perf_counter() - start}
+
+
 def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbose=True,
-        validation=False, build_model=None, overrides=None):
+        validation=False, build_model=None, overrides=None,
+        budget_minutes=auto_run.DEFAULT_BUDGET_MINUTES):
     """Runs the benchmark protocol for one model on one dataset.
 
     Args:
         dataset: a directory in the UCI layout (with or without its data/
             subdirectory), a `tfp_bnn.data.UCIDataset`, or a packaged
             table's name.
-        model: a regression model name of `zoo.models.registry`, or "best" for
-            the dataset's `BEST_MODEL`.
+        model: a regression model name of `zoo.models.registry`; "auto" to choose
+            the model and its epochs per split from that split's training rows
+            (`zoo.run.auto`); or "best" for the dataset's hand-chosen `BEST_MODEL`
+            (the record behind BENCHMARKS.md's first UCI table).
         splits: number of splits to run (the first ones); None for the
             standard count (all of the directory's, 5 for protein).
         epochs: overrides the settings' epochs (e.g. for a smoke test).
@@ -218,6 +253,8 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         overrides: dict replacing entries of the dataset's settings (e.g.
             {"hidden_units": (100,), "batch_size": 64}), for trying
             settings on validation.
+        budget_minutes: with model="auto", the wall-time budget of each
+            split's search and refit.
 
     Returns:
         dict with `dataset`, `model`, `settings`, `rows` (per split:
@@ -235,8 +272,9 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
             raise ValueError(f"`model`: no best model chosen for dataset {name!r}; "
                              f"known: {sorted(BEST_MODEL)}.")
         model = BEST_MODEL[name]
-    if model not in REGRESSION_MODELS:
-        raise ValueError(f"`model` must be one of {REGRESSION_MODELS} or 'best', got {model!r}.")
+    if model not in REGRESSION_MODELS + ("auto",):
+        raise ValueError(f"`model` must be one of {REGRESSION_MODELS}, 'auto' or 'best', got "
+                         f"{model!r}.")
     available = len(data.splits)
     if splits is None:
         splits = 2 if validation else default_num_splits(data)
@@ -245,6 +283,15 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         raise ValueError(f"`splits` is {splits} but {data.path} has {available} splits.")
     seed = check.seed(seed)
     num_samples = check.integer("num_samples", num_samples)
+    if model == "auto":
+        unused = [key for key, value in (("epochs", epochs), ("build_model", build_model),
+                                         ("overrides", overrides)) if value is not None]
+        if validation or unused:
+            raise ValueError(f"model 'auto' chooses its own settings on each split's training "
+                             f"rows: `{'validation' if validation else unused[0]}` does not "
+                             "apply.")
+        budget_minutes = check.positive("budget_minutes", budget_minutes)
+        return _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose)
     settings = settings_for(name, model)
     settings.update(overrides or {})
     if epochs is not None:
@@ -342,9 +389,12 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.model not in REGRESSION_MODELS + ("best",):
+    if args.model not in REGRESSION_MODELS + ("auto", "best"):
         parser.error(f"--model: {args.model!r} is not a regression model of the zoo; choose "
-                     f"one of {list(REGRESSION_MODELS)} or 'best'.")
+                     f"one of {list(REGRESSION_MODELS)}, 'auto' or 'best'.")
+    if args.model == "auto" and (args.validation or args.epochs is not None):
+        parser.error(f"--model auto chooses its own settings on each split's training rows: "
+                     f"{'--validation' if args.validation else '--epochs'} does not apply.")
     try:
         data = load_dataset(args.dataset)
     except ValueError as error:
@@ -357,7 +407,8 @@ def main(argv=None):
 
     def work():
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
-                     num_samples=args.samples, validation=args.validation)
+                     num_samples=args.samples, validation=args.validation,
+                     budget_minutes=args.budget_minutes)
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))
         return result, json.dumps(result, indent=1)

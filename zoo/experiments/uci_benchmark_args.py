@@ -19,8 +19,13 @@ def build_parser():
                         help="directory in the UCI layout (data.txt, index_*.txt), e.g. "
                              "../shared/data/uci/yacht, or a packaged table's name")
     parser.add_argument("--model", required=True,
-                        help="a regression model of `python -m zoo list`, or 'best' for the "
-                             "dataset's chosen model")
+                        help="a regression model of `python -m zoo list`; 'auto' to choose "
+                             "the model and its epochs on each split's training rows; or "
+                             "'best' for the hand-chosen model of the five shared datasets "
+                             "(the record behind BENCHMARKS.md)")
+    parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=3.0,
+                        help="with --model auto: wall-time budget of each split's search "
+                             "and refit (default 3)")
     parser.add_argument("--splits", type=flags.split_count, default=None,
                         help="run the first N splits (default: all, 5 for protein)")
     parser.add_argument("--epochs", type=flags.epoch_count, default=None,

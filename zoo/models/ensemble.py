@@ -35,7 +35,8 @@ def plain_mlp(input_shape, task, num_classes, seed, hidden_units):
 
 def deep_ensemble(input_shape, task="regression", num_classes=None, num_train=None, seed=0,
                   num_members=NUM_MEMBERS, member=MLP, hidden_units=None,
-                  learning_rate=_common.LEARNING_RATE, decay_steps=None, member_options=None):
+                  learning_rate=_common.LEARNING_RATE, decay_steps=None, member_options=None,
+                  spec_of=None):
     """A compiled deep ensemble of `num_members` members.
 
     Member m is built with seed `num_members * seed + m` (its own initial weights). The loss
@@ -49,16 +50,21 @@ def deep_ensemble(input_shape, task="regression", num_classes=None, num_train=No
         num_members: M >= 1.
         member: "mlp" (plain MLP, heteroscedastic for regression) or a registry model name.
         member_options: dict of further arguments of the registry member's builder.
+        spec_of: name -> `ModelSpec`, for a registry member (the registry's `get_spec`, which
+            `zoo.build_model("deep_ensemble", ...)` passes).
 
     Returns:
         A compiled `keras.Model` with outputs [batch, M, ...] (see `tfp_bnn.ensembles`).
     """
-    from zoo.models import registry  # the registry imports this module
-
+    spec = None
     if member != MLP:
         if member == "deep_ensemble":
             raise ValueError("`member` cannot be 'deep_ensemble' itself.")
-        if task in _common.TASKS and task not in registry.get_spec(member).tasks:
+        if spec_of is None:
+            raise ValueError(f"member {member!r} is a registry model: build the ensemble with "
+                             "zoo.build_model('deep_ensemble', ...), or pass `spec_of`.")
+        spec = spec_of(member)
+        if task in _common.TASKS and task not in spec.tasks:
             raise ValueError(f"member {member!r} does not support task {task!r}.")
     # num_train as every zoo builder takes it (the plain member does not use it).
     input_shape, num_train, seed = _common.check_common(input_shape, task, num_classes,
@@ -76,11 +82,11 @@ def deep_ensemble(input_shape, task="regression", num_classes=None, num_train=No
     else:
         if hidden_units is not None:
             member_options["hidden_units"] = hidden_units
-        registry.check_overrides(member, member_options)
+        spec.check_overrides(member_options)
 
         def build(member_seed):
-            return registry.build_model(member, input_shape, task, num_classes, num_train,
-                                        seed=member_seed, **member_options)
+            return spec.builder(input_shape, task=task, num_classes=num_classes,
+                                num_train=num_train, seed=member_seed, **member_options)
     # Member 0 checks its own size; the other M - 1 are made only if M of them fit.
     members = [build(num_members * seed)]
     weights = members[0].count_params()

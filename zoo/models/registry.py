@@ -49,9 +49,38 @@ class ModelSpec:
     paper: str
     sampling_free: bool = False
 
+    def check_overrides(self, overrides):
+        """Raises ValueError unless `overrides` are builder arguments of this model.
+
+        The arguments `build_model` sets itself (input_shape, task, num_classes,
+        num_train, seed) and those its variant fixes (heteroscedastic, a
+        node_bnn's posterior) are not overrides; the message lists the accepted
+        ones. Values are the builder's to check.
+        """
+        accepted = set(inspect.signature(self.builder).parameters) - {
+            "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
+            *getattr(self.builder, "keywords", {})}
+        unknown = sorted(set(overrides) - accepted)
+        if unknown:
+            raise ValueError(f"Model {self.name!r} has no argument {unknown[0]!r}; its "
+                             f"arguments: {sorted(accepted)}.")
+
 
 _ALL_INPUTS = ("table", "image", "sequence")
 _BOTH = ("regression", "classification")
+
+
+def get_spec(name) -> ModelSpec:
+    """The `ModelSpec` registered under `name`.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+    """
+    if not isinstance(name, str) or name not in SPECS:
+        close = difflib.get_close_matches(name, SPECS, n=1) if isinstance(name, str) else []
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.{hint}")
+    return SPECS[name]
 
 
 def _plain(function):
@@ -97,7 +126,9 @@ _SPECS = (
               "MLP trained by moment propagation (no sampling), heteroscedastic",
               "Wu et al. 2019, Deterministic Variational Inference for Robust BNNs (ICLR)",
               sampling_free=True),
-    ModelSpec("deep_ensemble", deep_ensemble, _BOTH, _ALL_INPUTS,
+    # Its members may be registry models: the registry hands it `get_spec` (no import back).
+    ModelSpec("deep_ensemble", functools.partial(deep_ensemble, spec_of=get_spec), _BOTH,
+              _ALL_INPUTS,
               "deep ensemble of M = 5 MLPs (heteroscedastic for regression), one fit",
               "Lakshminarayanan et al. 2017, Simple and Scalable Predictive Uncertainty "
               "Estimation using Deep Ensembles (NeurIPS)"),
@@ -111,40 +142,15 @@ def list_models():
     return sorted(SPECS)
 
 
-def get_spec(name) -> ModelSpec:
-    """The `ModelSpec` registered under `name`.
-
-    Raises:
-        ValueError: for an unknown name, listing the known ones.
-    """
-    if not isinstance(name, str) or name not in SPECS:
-        close = difflib.get_close_matches(name, SPECS, n=1) if isinstance(name, str) else []
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"Unknown model {name!r}; available: {list_models()}.{hint}")
-    return SPECS[name]
-
-
 def get_model(name):
     """The builder function registered under `name` (see `build_model`)."""
     return get_spec(name).builder
 
 
 def check_overrides(name, overrides):
-    """Raises ValueError unless `overrides` are builder arguments of model `name`.
-
-    The arguments `build_model` sets itself (input_shape, task, num_classes,
-    num_train, seed) and those its variant fixes (heteroscedastic, a
-    node_bnn's posterior) are not overrides; the message lists the accepted
-    ones. Values are the builder's to check.
-    """
-    spec = get_spec(name)
-    accepted = set(inspect.signature(spec.builder).parameters) - {
-        "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
-        *getattr(spec.builder, "keywords", {})}
-    unknown = sorted(set(overrides) - accepted)
-    if unknown:
-        raise ValueError(f"Model {name!r} has no argument {unknown[0]!r}; its arguments: "
-                         f"{sorted(accepted)}.")
+    """Raises ValueError unless `overrides` are builder arguments of model `name`
+    (`ModelSpec.check_overrides`)."""
+    get_spec(name).check_overrides(overrides)
 
 
 def build_model(name, input_shape, task="regression", num_classes=None, num_train=None,

@@ -41,6 +41,8 @@ MAX_SPLIT = 10_000
 MAX_SEED = 2**32 - 1 - MAX_SPLIT
 # One day: a longer interval is the same as no checkpoint before the end.
 MAX_CHECKPOINT_SECONDS = 86_400.0
+# --budget-minutes of `--model auto`: a week per split at most.
+MAX_BUDGET_MINUTES = 7 * 24 * 60
 # --set VALUE: lists nested at most this deep (hidden_units=[50] is depth 1)
 # and at most this long (layers of an MLP).
 MAX_OVERRIDE_DEPTH = 4
@@ -91,18 +93,26 @@ split_count = _int_type(1, MAX_SPLIT)
 seed = _int_type(0, MAX_SEED)  # 2**32 - 1 - MAX_SPLIT: split K uses seed + K
 
 
-def seconds(text):
-    """argparse type: a finite number of seconds from 0 to MAX_CHECKPOINT_SECONDS."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {shown(text)}") \
-            from None
-    if not (math.isfinite(value) and 0 <= value <= MAX_CHECKPOINT_SECONDS):
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds from 0 to {MAX_CHECKPOINT_SECONDS:,.0f}, got "
-            f"{shown(text)}")
-    return value
+def _number_type(unit, high, above_zero=False):
+    """argparse type: a finite number of `unit` up to `high`, >= 0 (or > 0 if `above_zero`)."""
+    span = f"above 0 and at most {high:,.0f}" if above_zero else f"from 0 to {high:,.0f}"
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got "
+                                             f"{shown(text)}") from None
+        if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)
+                and value <= high):
+            raise argparse.ArgumentTypeError(f"must be a number of {unit} {span}, got "
+                                             f"{shown(text)}")
+        return value
+    return parse
+
+
+seconds = _number_type("seconds", MAX_CHECKPOINT_SECONDS)
+budget_minutes = _number_type("minutes", MAX_BUDGET_MINUTES, above_zero=True)
 
 
 def _check_value(key, value):

@@ -48,6 +48,7 @@ from tfp_bnn.callbacks import TrainingDiverged
 from tfp_bnn.data import shuffled_epochs
 from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.modes import kl_layers
+from zoo.run import auto
 from zoo.run import datasets
 from zoo.run import distribute
 from zoo.run import flags
@@ -60,6 +61,8 @@ from zoo.run.progress import progress
 from zoo.run.fingerprint import set_threads  # noqa: F401 - `runner.set_threads` is public
 
 BATCH_SIZE = 32
+# The model name that asks the run to choose one (zoo.run.auto).
+AUTO = "auto"
 NUM_SAMPLES = 100
 CLASSIFICATION_EPOCHS = 30
 # Regression runs aim at about this many optimizer steps (small tables get
@@ -162,9 +165,32 @@ def _keep_last_good(model, error, directory, staging, chief):
         error.value, error.last_good_epoch, error.summary)
 
 
+def _auto_choice(task, seed, budget_minutes, verbose):
+    """`zoo.run.auto.select` on the training rows of a regression table (never the test rows).
+
+    Returns:
+        (model name, overrides, batch size, epochs, decay epochs, the `Selection`).
+    """
+    if task.task != "regression" or task.kind != "table":
+        raise ValueError(f"Model 'auto' chooses among the zoo's regression models for tables; "
+                         f"{task.name!r} is {task.task} on {task.kind} inputs: name a model.")
+    print(f"auto: choosing a model on the {len(task.x_train)} training rows of {task.name} "
+          f"(budget {budget_minutes:g} min)", flush=True)
+    # The targets in the data's units, so that the search ranks log-likelihoods in them.
+    selection = auto.select(task.x_train, task.y_train * task.y_scale + task.y_shift,
+                            seed=seed, budget_minutes=budget_minutes,
+                            candidates=auto.CANDIDATES, verbose=bool(verbose))
+    chosen = selection.candidate
+    print(f"auto: chose {chosen.name} ({chosen.model}), {selection.epochs} epochs, after "
+          f"{len(selection.trials)} candidate(s) in {selection.seconds:.0f} s", flush=True)
+    return (chosen.model, dict(chosen.options), chosen.batch_size, selection.epochs,
+            selection.max_epochs, selection)
+
+
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
-                       strategy="default", batch_size=BATCH_SIZE, num_samples=NUM_SAMPLES,
-                       verbose=1, overrides=None, checkpoint_seconds=CHECKPOINT_SECONDS):
+                       strategy="default", batch_size=None, num_samples=NUM_SAMPLES,
+                       verbose=1, overrides=None, checkpoint_seconds=CHECKPOINT_SECONDS,
+                       budget_minutes=auto.DEFAULT_BUDGET_MINUTES):
     """Trains `model_name` on `dataset`, scores it and writes the run directory.
 
     Every argument, the data and the model are checked before anything is
@@ -176,12 +202,17 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     the last good model in `out/last_good.keras` and the checkpoint.
 
     Args:
-        model_name: a name from `zoo.list_models()`.
+        model_name: a name from `zoo.list_models()`, or "auto": a regression model and
+            its settings chosen on the split's training rows (`zoo.run.auto.select`, within
+            `budget_minutes`) before the run trains it; the choice and every candidate's
+            validation scores go into results.json ("selection"). The search is seeded, so
+            a resumed run chooses again the same way (unless the budget cut it short).
         dataset: a built-in name or a path (see `zoo.run.datasets.load`).
         out: the run directory (new, empty, or an interrupted run's).
         split: split index; epochs: None for `default_epochs`; seed: int.
         strategy: "default", "mirrored" or "multiworker" (TF_CONFIG).
-        batch_size: global batch size; num_samples: T at test time.
+        batch_size: global batch size (default 32; the chosen one for "auto");
+            num_samples: T at test time.
         verbose: Keras' fit verbosity (1: progress bar).
         overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
@@ -191,8 +222,17 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         The results dict (also in out/results.json on the chief).
     """
     start = time.perf_counter()
-    spec = registry.get_spec(model_name)
-    batch_size = check.integer("batch_size", batch_size)
+    choose = model_name == AUTO
+    if choose:
+        given = [name for name, value in (("epochs", epochs), ("batch_size", batch_size),
+                                          ("overrides", overrides)) if value]
+        if given:
+            raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
+                             "apply (name a model to set it).")
+        budget_minutes = check.positive("budget_minutes", budget_minutes)
+    else:
+        registry.get_spec(model_name)
+    batch_size = check.integer("batch_size", BATCH_SIZE if batch_size is None else batch_size)
     num_samples = check.integer("num_samples", num_samples)
     seed = check.seed(seed)
     checkpoint_seconds = check.number("checkpoint_seconds", checkpoint_seconds, low=0.0)
@@ -207,6 +247,11 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     strategy_object = distribute.strategy_for(strategy)
     workdir = _check_out(out, strategy_object)
     task = datasets.load(dataset, split=split, seed=seed)
+    selection = None
+    if choose:
+        model_name, overrides, batch_size, epochs, decay_epochs, selection = _auto_choice(
+            task, seed, budget_minutes, verbose)
+    spec = registry.get_spec(model_name)
     if task.task not in spec.tasks or task.kind not in spec.inputs:
         raise ValueError(f"Model {model_name!r} ({'/'.join(spec.tasks)} on "
                          f"{'/'.join(spec.inputs)} inputs) cannot train on {task.name!r} "
@@ -222,6 +267,9 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     keras.utils.set_random_seed(seed)
     num_train = len(task.x_train)
     steps = epochs * steps_per_epoch(num_train, batch_size)
+    if selection is not None:  # the learning rate decays as in the search run it chose
+        config["auto"] = {"budget_minutes": budget_minutes, "decay_epochs": decay_epochs}
+        steps = decay_epochs * steps_per_epoch(num_train, batch_size)
     with strategy_object.scope():
         model = registry.build_model(model_name, task.input_shape, task=task.task,
                                      num_classes=task.num_classes, num_train=num_train,
@@ -247,6 +295,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        "train_seconds": train_seconds, "threads": run_fingerprint.threads(),
                        "total_seconds": time.perf_counter() - start,
                        "versions": run_fingerprint.versions()})
+        if selection is not None:
+            result["selection"] = selection.to_json()
         outputs.write_all(model, task, config, logs, result, prediction, staging)
         if chief:
             outputs.publish(staging, directory)

@@ -34,6 +34,8 @@ import numpy as np
 import tfp_bnn
 from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import KLScheduler
+from tfp_bnn.data import shuffled_epochs
+from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.modes import kl_layers
 from tfp_bnn.predict import RegressionPrediction
 from tfp_bnn.predict import engine
@@ -53,7 +55,7 @@ def sampling_free(model) -> bool:
 
 
 def fit(model, x, y, epochs, batch_size=32, seed=None, callbacks=(), verbose=0,
-        validation_data=None):
+        validation_data=None, seeded_batches=False):
     """`model.fit` on shuffled minibatches, with KL / N when the model has KL layers.
 
     Args:
@@ -65,6 +67,10 @@ def fit(model, x, y, epochs, batch_size=32, seed=None, callbacks=(), verbose=0,
         callbacks: more Keras callbacks, after the `KLScheduler`.
         verbose: Keras' fit verbosity.
         validation_data: passed to `fit`.
+        seeded_batches: feed `tfp_bnn.data.shuffled_epochs` (each epoch's order from
+            (seed, epoch); needs `seed`) instead of arrays with `shuffle=True`: one
+            iterator for the whole run, which saves Keras' per-epoch set-up of an array
+            input (~5x faster for a table of a few hundred rows on 2 cores).
 
     Returns:
         (History, seconds of the fit).
@@ -75,10 +81,15 @@ def fit(model, x, y, epochs, batch_size=32, seed=None, callbacks=(), verbose=0,
         keras.utils.set_random_seed(check.seed(seed))
     # KLScheduler refuses a model without variational layers (MC dropout).
     scheduler = [KLScheduler(num_examples=len(x))] if kl_layers(model) else []
+    feed = {"x": x, "y": y, "batch_size": batch_size, "shuffle": True}
+    if seeded_batches:
+        if seed is None:
+            raise ValueError("`seeded_batches` needs a `seed` (the batches' order).")
+        feed = {"x": shuffled_epochs(x, y, batch_size, seed, epochs), "shuffle": False,
+                "steps_per_epoch": steps_per_epoch(len(x), batch_size)}
     begin = time.perf_counter()
-    history = model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=True,
-                        verbose=verbose, validation_data=validation_data,
-                        callbacks=scheduler + list(callbacks))
+    history = model.fit(**feed, epochs=epochs, verbose=verbose,
+                        validation_data=validation_data, callbacks=scheduler + list(callbacks))
     return history, time.perf_counter() - begin
 
 

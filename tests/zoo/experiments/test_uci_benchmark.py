@@ -11,6 +11,7 @@ import pytest
 
 from zoo.experiments import uci_benchmark as ub
 from zoo.models.registry import list_models
+from zoo.run.candidates import Candidate
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 SHARED_UCI = REPO_ROOT.parent / "shared" / "data" / "uci"
@@ -137,6 +138,33 @@ def test_run_rejects_bad_arguments(tmp_path):
         ub.run(tmp_path / "missing", "mc_dropout_mlp", epochs=1)
     with pytest.raises(ValueError, match="no best model"):
         ub.run(directory, "best", epochs=1)
+    for kwargs in ({"epochs": 1}, {"validation": True}, {"overrides": {"rate": 0.1}}):
+        with pytest.raises(ValueError, match="'auto' chooses its own settings"):
+            ub.run(directory, "auto", **kwargs)
+    with pytest.raises(ValueError, match="`budget_minutes`"):
+        ub.run(directory, "auto", budget_minutes=-1.0)
+
+
+def test_auto_chooses_per_split_on_its_training_rows(tmp_path, monkeypatch):
+    tiny = (Candidate("tiny_dropout", "mc_dropout_mlp_heteroscedastic", {"hidden_units": (8,)},
+                      batch_size=16, steps=30),
+            Candidate("tiny_flipout", "flipout_mlp_heteroscedastic", {"hidden_units": (8,)},
+                      batch_size=16, steps=30))
+    monkeypatch.setattr(ub.auto_run, "CANDIDATES", tiny)
+    directory = _write_layout(tmp_path / "tiny", rows=60)
+    result = ub.run(directory, "auto", num_samples=10, verbose=False)
+    assert result["model"] == "auto" and result["num_splits"] == 2
+    assert [c["name"] for c in result["settings"]["candidates"]] == ["tiny_dropout",
+                                                                      "tiny_flipout"]
+    data = ub.load_dataset(directory)
+    for k, row in enumerate(result["rows"]):
+        selection = row["selection"]
+        assert row["chosen"] == selection["candidate"]["name"]
+        assert selection["seed"] == k  # split k searches with seed + k
+        # The search saw split k's training rows only: 80% fit, 20% validation.
+        assert selection["num_fit"] + selection["num_validation"] == len(data.splits[k][0])
+        assert math.isfinite(row["ll"]) and row["rmse"] > 0
+    assert "ours: `auto` (2 splits)" in ub.format_table(result)
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -148,6 +176,12 @@ def test_run_rejects_bad_arguments(tmp_path):
     (["uci", "--dataset", "{dir}", "--model", "mc_dropout_mlp", "--seed", "-1"], "--seed"),
     (["uci", "--dataset", "{dir}/nowhere", "--model", "mc_dropout_mlp"], "--dataset"),
     (["uci", "--dataset", "{dir}", "--model", "best"], "--model best"),
+    (["uci", "--dataset", "{dir}", "--model", "auto", "--epochs", "3"], "--epochs does not"),
+    (["uci", "--dataset", "{dir}", "--model", "auto", "--validation"], "--validation does"),
+    (["uci", "--dataset", "{dir}", "--model", "auto", "--budget-minutes", "0"],
+     "--budget-minutes: must be a number of minutes above 0"),
+    (["uci", "--dataset", "{dir}", "--model", "auto", "--budget-minutes", "inf"],
+     "--budget-minutes"),
     (["tabular", "--dataset", "{dir}", "--model", "mc_dropout_mlp"], "suite"),
 ])
 def test_main_errors_name_the_argument(tmp_path, capsys, argv, needle):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from zoo.run import auto
 from zoo.run import datasets
 from zoo.run import runner
+from zoo.run.candidates import Candidate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -132,3 +134,44 @@ def test_default_epochs_follow_the_training_set_size():
     assert runner.default_epochs(yacht) == runner.MAX_EPOCHS
     # 927 examples in batches of 32 = 29 steps; 6000 / 29 = 207 epochs.
     assert runner.default_epochs(concrete) == 207
+
+
+# Two tiny candidates: the search and the refit take seconds (the defaults take minutes).
+TINY = (Candidate("tiny_dropout", "mc_dropout_mlp_heteroscedastic", {"hidden_units": (8,)},
+                  batch_size=64, steps=40),
+        Candidate("tiny_dvi", "dvi_mlp", {"hidden_units": (8,)}, batch_size=64, steps=40))
+
+
+def test_auto_chooses_on_the_training_rows_then_trains_its_choice(tmp_path, monkeypatch):
+    monkeypatch.setattr(auto, "CANDIDATES", TINY)
+    out = tmp_path / "run"
+    result = runner.train_and_evaluate("auto", "yacht", out, seed=2, num_samples=10, verbose=0)
+    selection = result["selection"]
+    chosen = next(c for c in TINY if c.name == selection["candidate"]["name"])
+    assert [t["name"] for t in selection["trials"]] == ["tiny_dropout", "tiny_dvi"]
+    config = _read(out / "config.json")
+    # The run trains the chosen model with its settings; the LR decays as in its search run.
+    assert (config["model"], result["model"]) == (chosen.model, chosen.model)
+    assert config["batch_size"] == chosen.batch_size and config["epochs"] == selection["epochs"]
+    assert config["overrides"] == {"hidden_units": [8]}
+    searched = next(t for t in selection["trials"] if t["name"] == chosen.name)
+    assert config["auto"] == {"budget_minutes": 3.0, "decay_epochs": searched["max_epochs"]}
+    assert _read(out / "results.json")["selection"] == selection
+    assert math.isfinite(result["log_likelihood"])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"epochs": 3}, "`epochs` does not apply"), ({"batch_size": 16}, "`batch_size` does not"),
+    ({"overrides": {"rate": 0.1}}, "`overrides` does not apply"),
+    ({"budget_minutes": 0}, "budget_minutes"), ({"budget_minutes": float("nan")}, "budget")])
+def test_auto_refuses_settings_it_chooses_itself(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        runner.train_and_evaluate("auto", "yacht", tmp_path / "run", verbose=0, **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+def test_auto_is_for_regression_tables(tmp_path):
+    with pytest.raises(ValueError, match="'auto' chooses among the zoo's regression models "
+                                         "for tables; 'digits' is classification"):
+        runner.train_and_evaluate("auto", "digits", tmp_path / "run", verbose=0)
+    assert not (tmp_path / "run").exists()

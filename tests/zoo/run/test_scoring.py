@@ -85,3 +85,22 @@ def test_a_deep_ensemble_is_predicted_in_whole_rounds_of_its_members():
                                member="flipout_mlp", hidden_units=(4,))
     prediction, _ = scoring.predict(bayesian, x, num_samples=5)
     assert prediction.num_samples == 6  # rounded up to whole rounds of the 2 members
+
+
+def test_seeded_batches_train_the_same_weights_twice_and_need_a_seed():
+    x = np.random.default_rng(2).normal(size=(40, 3)).astype("float32")
+    y = x[:, 0].copy()
+
+    def trained():
+        model = zoo.build_model("mc_dropout_mlp", (3,), num_train=40, seed=0,
+                                hidden_units=(4,))
+        history, _ = scoring.fit(model, x, y, epochs=2, batch_size=16, seed=5,
+                                 seeded_batches=True)
+        assert len(history.history["loss"]) == 2
+        assert int(model.optimizer.iterations) == 2 * 3  # ceil(40 / 16) batches an epoch
+        return model.get_weights()
+    for first, second in zip(trained(), trained()):
+        np.testing.assert_array_equal(first, second)
+    with pytest.raises(ValueError, match="`seeded_batches` needs a `seed`"):
+        scoring.fit(zoo.build_model("mc_dropout_mlp", (3,), num_train=40), x, y, epochs=1,
+                    seeded_batches=True)

@@ -1,0 +1,53 @@
+"""Tests of zoo.run.candidates: the configurations `zoo.run.auto` searches."""
+
+import json
+
+import keras
+import pytest
+
+from zoo.run import candidates
+from zoo.run.candidates import CANDIDATES
+from zoo.run.candidates import Candidate
+
+
+def test_every_default_candidate_builds_through_the_registry():
+    names = [c.name for c in CANDIDATES]
+    assert len(set(names)) == len(names) and 8 <= len(names) <= 12
+    assert candidates.check_candidates(CANDIDATES) == CANDIDATES
+    families = {c.model.split("_mlp")[0] for c in CANDIDATES}
+    assert families == {"mc_dropout", "flipout", "bbb", "deep_ensemble", "dvi"}
+    for candidate in CANDIDATES:
+        model = candidate.build((8,), num_train=100, seed=0, decay_steps=50)
+        assert isinstance(model, keras.Model) and model.optimizer is not None, candidate.name
+        keras.backend.clear_session()
+
+
+def test_epochs_come_from_the_step_budget():
+    candidate = Candidate("c", "dvi_mlp", {}, batch_size=32, steps=2000)
+    assert candidate.max_epochs(100) == 500  # 4 batches an epoch
+    assert candidate.max_epochs(1000) == 62  # 32 batches an epoch: 62.5 rounds to even
+    assert candidate.max_epochs(10**6) == candidates.MIN_EPOCHS
+    assert Candidate("c", "dvi_mlp", steps=10**6).max_epochs(10) == candidates.MAX_EPOCHS
+
+
+def test_a_candidate_is_plain_json():
+    text = json.dumps([c.to_json() for c in CANDIDATES], allow_nan=False)
+    first = json.loads(text)[0]
+    assert first["options"]["hidden_units"] == [50, 50]
+    assert first["model"] == "mc_dropout_mlp_heteroscedastic"
+
+
+@pytest.mark.parametrize("bad, message", [
+    ((), "`candidates` must be a non-empty list"),
+    (CANDIDATES[0], "`candidates` must be a non-empty list"),
+    ((CANDIDATES[0], CANDIDATES[0]), "twice"),
+    ((Candidate("img", "flipout_lenet"),), "candidate 'img': model"),
+    ((Candidate("c", "dvi_mlp", {"decay_steps": 5}),), "without decay_steps"),
+    ((Candidate("c", "dvi_mlp", {"rate": 0.1}),), "has no argument 'rate'"),
+    ((Candidate("c", "dvi_mlp", batch_size=0),), "candidate 'c': batch_size"),
+    ((Candidate("c", "dvi_mlp", steps=1.5),), "candidate 'c': steps"),
+])
+def test_bad_candidates_are_refused_in_one_line(bad, message):
+    with pytest.raises(ValueError, match=message) as error:
+        candidates.check_candidates(bad)
+    assert "\n" not in str(error.value)

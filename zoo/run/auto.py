@@ -1,0 +1,313 @@
+"""Automatic model selection for regression: `auto` chooses a model from the training rows.
+
+`select(x, y)` cuts the training rows at random (seeded) into a fit part and a validation
+part, standardises both with the fit part's statistics, trains every candidate of
+`CANDIDATES` on the fit part and ranks them by the validation log-likelihood in the
+target's original units, with early stopping on that log-likelihood (the epoch count of
+the best check is kept). `auto(x_train, y_train, x_test, y_test)` then refits the chosen
+candidate on all training rows for its chosen epochs and scores the test rows, which the
+selection never reads.
+
+The protocol is that of Hernandez-Lobato and Adams (2015) and Gal and Ghahramani (2016,
+ICML), who chose hyperparameters on a validation cut of each split's training rows; the
+early stopping on validation likelihood is that of Lakshminarayanan et al. (2017,
+NeurIPS), the candidates the zoo's families (MC dropout, Flipout, Bayes by Backprop, deep
+ensembles, DVI by Wu et al. 2019, ICLR). Deviation from those papers: one random cut
+rather than a k-fold or Bayesian-optimisation search, so the whole search fits a wall-time
+budget on 2 cores.
+
+Each candidate (`zoo.run.candidates`) trains for at most `Candidate.max_epochs`: its step
+budget / batches per epoch, so small data gets more epochs and large data no more steps.
+The validation predictive is checked NUM_CHECKS times over that run (T = VALIDATION_SAMPLES
+Monte Carlo samples; one pass for a sampling-free model, the M members of a deterministic
+ensemble: `zoo.run.scoring.predict`); a candidate stops after PATIENCE checks without a
+better log-likelihood.
+
+Example:
+>>> result = auto(x_train, y_train, x_test, y_test, seed=0)
+>>> result.selection.candidate.name, result.scores["log_likelihood"]
+>>> prediction = result.predict(x_new)  # in the data's units
+"""
+
+import dataclasses
+import math
+import time
+import typing
+
+import keras
+import numpy as np
+
+from tfp_bnn import _validation as check
+from tfp_bnn.data import Standardizer
+from tfp_bnn.data import steps_per_epoch
+from zoo.run import scoring
+from zoo.run.candidates import CANDIDATES
+from zoo.run.candidates import Candidate
+from zoo.run.candidates import check_candidates
+from zoo.run.candidates import plain
+
+# Search and refit of a split of a < 2,000-row table with the default candidates take
+# about this long on 2 cores; the search stops at SEARCH_SHARE of it, the refit gets the rest.
+DEFAULT_BUDGET_MINUTES = 3.0
+SEARCH_SHARE = 0.8
+VALIDATION_FRACTION = 0.2
+VALIDATION_SAMPLES = 20
+NUM_CHECKS = 20
+PATIENCE = 5
+# Each of the fit and validation parts needs this many rows (a standard deviation, a score).
+MIN_PART_ROWS = 2
+
+
+def _finite_or_none(value):
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One candidate's search: best validation scores (original units) and when.
+
+    `curve` holds (epoch, log-likelihood, rmse) per check, None for a non-finite score;
+    `cut_by_budget` says the budget stopped it before its own end.
+    """
+
+    name: str
+    log_likelihood: typing.Optional[float]
+    rmse: typing.Optional[float]
+    best_epochs: int
+    max_epochs: int
+    seconds: float
+    curve: tuple
+    cut_by_budget: bool = False
+
+    def to_json(self):
+        return plain(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """The outcome of `select`: the chosen candidate and every trial.
+
+    Attributes:
+        candidate: the chosen `Candidate`; epochs: its best epoch count.
+        trials: a `Trial` per candidate tried, in the order tried.
+        budget_hit: the wall-time budget stopped the search; skipped: the names of the
+            candidates it left untried.
+        seed, validation_fraction, budget_minutes, num_fit, num_validation, seconds: the
+            search's arguments, part sizes and wall time.
+    """
+
+    candidate: Candidate
+    epochs: int
+    trials: tuple
+    budget_hit: bool
+    skipped: tuple
+    seed: int
+    validation_fraction: float
+    budget_minutes: float
+    num_fit: int
+    num_validation: int
+    seconds: float
+
+    @property
+    def max_epochs(self):
+        """The chosen candidate's epoch budget in the search (its cosine decay's length)."""
+        return next(t.max_epochs for t in self.trials if t.name == self.candidate.name)
+
+    def to_json(self):
+        """A dict of plain JSON types (no NaN: non-finite scores are None)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields.update(candidate=self.candidate.to_json(),
+                      trials=[t.to_json() for t in self.trials])
+        return plain(fields)
+
+
+class _ValidationChecks(keras.callbacks.Callback):
+    """Scores the validation predictive every `every` epochs; early stopping and budget."""
+
+    def __init__(self, x, y_raw, scaler, every, last, deadline):
+        super().__init__()
+        self.x, self.y_raw, self.scaler = x, y_raw, scaler
+        self.every, self.last, self.deadline = every, last, deadline
+        self.curve, self.best, self.best_check, self.cut = [], None, 0, False
+
+    def on_epoch_end(self, epoch, logs=None):
+        done = epoch + 1
+        if done % self.every and done != self.last:
+            return
+        prediction, _ = scoring.predict(self.model, self.x, VALIDATION_SAMPLES)
+        scores = scoring.regression_scores(prediction, self.y_raw, float(self.scaler.mean),
+                                           float(self.scaler.std))
+        ll, rmse = (_finite_or_none(scores[k]) for k in ("log_likelihood", "rmse"))
+        self.curve.append((done, ll, rmse))
+        if ll is not None and (self.best is None or ll > self.best[1]):
+            self.best, self.best_check = (done, ll, rmse), len(self.curve) - 1
+        if ll is None or len(self.curve) - 1 - self.best_check >= PATIENCE:
+            self.model.stop_training = True  # diverged, or no better for PATIENCE checks
+        elif time.perf_counter() >= self.deadline and done != self.last:
+            self.cut = self.model.stop_training = True
+
+
+def _table(name, values, rows=None, target=False):
+    """`values` as a finite float64 [rows, columns] array ([rows] for a `target`)."""
+    values = check.array(name, values)
+    if target and values.ndim == 1:
+        values = values[:, None]
+    if values.ndim != 2 or 0 in values.shape:
+        raise ValueError(f"`{name}` must be a non-empty 2-D table (rows, columns), got shape "
+                         f"{values.shape}.")
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise ValueError(f"`{name}` must be numeric, got dtype {values.dtype}.")
+    if rows is not None and len(values) != rows:
+        raise ValueError(f"`{name}` has {len(values)} rows, the inputs {rows}.")
+    if not np.all(np.isfinite(values)):
+        row = int(np.argwhere(~np.isfinite(values))[0][0])
+        raise ValueError(f"`{name}` has a NaN or infinite value (first in row {row}).")
+    if target and values.shape[1] != 1:
+        raise ValueError(f"`{name}` must hold one target per row, got shape {values.shape}.")
+    return values.astype(np.float64)[:, 0] if target else values.astype(np.float64)
+
+
+def _check_search(x, y, seed, budget_minutes, candidates, validation_fraction):
+    x = _table("x", x)
+    y = _table("y", y, rows=len(x), target=True)
+    seed = check.seed(seed)
+    budget_minutes = check.positive("budget_minutes", budget_minutes)
+    fraction = check.number("validation_fraction", validation_fraction, 0.0, 1.0, True, True)
+    held = int(round(len(x) * fraction))
+    if min(held, len(x) - held) < MIN_PART_ROWS:
+        raise ValueError(f"`x` has {len(x)} rows: too few to hold out {fraction:.0%} for "
+                         f"validation with at least {MIN_PART_ROWS} rows in each part.")
+    return x, y, seed, budget_minutes, check_candidates(candidates), fraction, held
+
+
+def _scaled(x_scaler, y_scaler, x, y):
+    return (x_scaler.transform(x).astype("float32"),
+            y_scaler.transform(y).astype("float32"))
+
+
+def _try(candidate, fit, validation, seed, deadline):
+    """Trains `candidate` on `fit` with checks on `validation`; returns its `Trial`."""
+    begin = time.perf_counter()
+    (x, y), (x_val, y_val_raw), y_scaler = fit, validation[:2], validation[2]
+    epochs = candidate.max_epochs(len(x))
+    decay = epochs * steps_per_epoch(len(x), candidate.batch_size)
+    model = candidate.build(x.shape[1:], len(x), seed, decay)
+    checks = _ValidationChecks(x_val, y_val_raw, y_scaler, max(1, epochs // NUM_CHECKS),
+                               epochs, deadline)
+    scoring.fit(model, x, y, epochs, candidate.batch_size, seed=seed, callbacks=[checks],
+                seeded_batches=True)
+    keras.backend.clear_session()
+    best = checks.best or (checks.curve[-1][0], None, None)
+    return Trial(candidate.name, best[1], best[2], best[0], epochs,
+                 time.perf_counter() - begin, tuple(checks.curve), checks.cut)
+
+
+def select(x, y, seed=0, budget_minutes=DEFAULT_BUDGET_MINUTES, candidates=CANDIDATES,
+           validation_fraction=VALIDATION_FRACTION, verbose=False):
+    """Chooses a candidate and its epochs on a validation cut of the training rows.
+
+    Args:
+        x: training inputs [n, d], raw (not standardised); y: targets [n] or [n, 1].
+        seed: int >= 0: the cut, initial weights, noise and shuffling.
+        budget_minutes: wall-time cap of the search (SEARCH_SHARE of it; the rest is
+            left for `auto`'s refit). Past it no further candidate starts and the one
+            training stops at its next check (recorded as cut).
+        candidates: `Candidate`s, best first (what a hit budget skips is the tail).
+        validation_fraction: in (0, 1): share of the rows held out.
+        verbose: print one line per trial.
+
+    Returns:
+        A `Selection`: reproducible given the seed when `budget_hit` is False.
+    """
+    x, y, seed, budget_minutes, candidates, fraction, held = _check_search(
+        x, y, seed, budget_minutes, candidates, validation_fraction)
+    begin = time.perf_counter()
+    deadline = begin + SEARCH_SHARE * budget_minutes * 60.0
+    order = np.random.default_rng(seed).permutation(len(x))
+    fit_rows, val_rows = order[held:], order[:held]
+    x_scaler, y_scaler = Standardizer().fit(x[fit_rows]), Standardizer().fit(y[fit_rows])
+    fit = _scaled(x_scaler, y_scaler, x[fit_rows], y[fit_rows])
+    validation = (x_scaler.transform(x[val_rows]).astype("float32"), y[val_rows], y_scaler)
+    trials = []
+    for index, candidate in enumerate(candidates):
+        if index and time.perf_counter() >= deadline:
+            break
+        trials.append(_try(candidate, fit, validation, seed, deadline))
+        if verbose:
+            t = trials[-1]
+            print(f"auto: {t.name}: validation LL {t.log_likelihood}, RMSE {t.rmse}, "
+                  f"best epochs {t.best_epochs}/{t.max_epochs}, {t.seconds:.0f}s", flush=True)
+    scored = [t for t in trials if t.log_likelihood is not None]
+    if not scored:
+        raise ValueError("auto: no candidate reached a finite validation log-likelihood "
+                         f"(tried {[t.name for t in trials]}).")
+    best = max(scored, key=lambda t: t.log_likelihood)  # the first of equals: prior order
+    skipped = tuple(c.name for c in candidates[len(trials):])
+    return Selection(next(c for c in candidates if c.name == best.name), best.best_epochs,
+                     tuple(trials), bool(skipped) or any(t.cut_by_budget for t in trials),
+                     skipped, seed, fraction, budget_minutes, len(fit_rows), len(val_rows),
+                     time.perf_counter() - begin)
+
+
+class AutoResult(typing.NamedTuple):
+    """What `auto` returns: the refitted model, the selection, the test scores (or None),
+    and the training rows' standardisers the model expects its data through."""
+
+    model: keras.Model
+    selection: Selection
+    scores: typing.Optional[dict]
+    x_scaler: Standardizer
+    y_scaler: Standardizer
+
+    def predict(self, x, num_samples=100):
+        """The predictive distribution at raw inputs `x`, in the target's units."""
+        x = self.x_scaler.transform(_table("x", x)).astype("float32")
+        prediction, _ = scoring.predict(self.model, x, num_samples)
+        return prediction.rescale(float(self.y_scaler.mean), float(self.y_scaler.std))
+
+
+def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
+         budget_minutes=DEFAULT_BUDGET_MINUTES, num_samples=100, verbose=False,
+         candidates=CANDIDATES):
+    """`select` on the training rows, refit the choice on all of them, score the test rows.
+
+    The refit builds the chosen candidate on all training rows (standardised with their
+    statistics) with the search's cosine decay length (in epochs) and trains it for the
+    chosen epochs, so its learning rate follows the search's run up to the best check.
+
+    Args:
+        x_train, y_train: raw training rows (see `select`).
+        x_test, y_test: raw test rows or None; read only to score the refitted model.
+        seed, budget_minutes, verbose, candidates: as `select`.
+        num_samples: T, Monte Carlo samples of the test predictive.
+
+    Returns:
+        `AutoResult(model, selection, scores, x_scaler, y_scaler)`; scores as
+        `zoo.run.scoring.regression_scores` (plus predict and train seconds) or None.
+    """
+    num_samples = check.integer("num_samples", num_samples)
+    x, y, *_ = _check_search(x_train, y_train, seed, budget_minutes, candidates,
+                             VALIDATION_FRACTION)
+    if (x_test is None) != (y_test is None):
+        raise ValueError("`x_test` and `y_test` go together: give both or neither.")
+    if x_test is not None:
+        x_test = _table("x_test", x_test)
+        if x_test.shape[1] != x.shape[1]:
+            raise ValueError(f"`x_test` has {x_test.shape[1]} columns, `x_train` "
+                             f"{x.shape[1]}.")
+        y_test = _table("y_test", y_test, rows=len(x_test), target=True)
+    selection = select(x, y, seed, budget_minutes, candidates, verbose=verbose)
+    chosen = selection.candidate
+    x_scaler, y_scaler = Standardizer().fit(x), Standardizer().fit(y)
+    x_std, y_std = _scaled(x_scaler, y_scaler, x, y)
+    decay = selection.max_epochs * steps_per_epoch(len(x), chosen.batch_size)
+    model = chosen.build(x.shape[1:], len(x), seed, decay)
+    _, train_seconds = scoring.fit(model, x_std, y_std, selection.epochs, chosen.batch_size,
+                                   seed=seed, seeded_batches=True)
+    scores = None
+    if x_test is not None:
+        scores, _ = scoring.score(model, x_scaler.transform(x_test).astype("float32"), y_test,
+                                  num_samples=num_samples, shift=float(y_scaler.mean),
+                                  scale=float(y_scaler.std))
+        scores["train_seconds"] = train_seconds
+    return AutoResult(model, selection, scores, x_scaler, y_scaler)
