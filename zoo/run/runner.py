@@ -33,6 +33,7 @@ directory keeps the last good state: `last_good.keras` (the model at the
 end of the last finite epoch) and the checkpoint; no results are written.
 """
 
+import json
 import math
 import os
 import time
@@ -165,26 +166,54 @@ def _keep_last_good(model, error, directory, staging, chief):
         error.value, error.last_good_epoch, error.summary)
 
 
-def _auto_choice(task, seed, budget_minutes, verbose):
-    """`zoo.run.auto.select` on the training rows of a regression table (never the test rows).
+# In the checkpoint directory of an `auto` run: its choice, so that a resumed run trains
+# the same model even when a wall-time budget would cut a repeated search elsewhere.
+AUTO_CHOICE = "auto_choice.json"
+
+
+def _auto_choice(task, key, backup_dir, verbose):
+    """The model `zoo.run.auto.select` chooses on the training rows (never the test rows),
+    or the choice an interrupted run with the same `key` stored in `backup_dir`.
 
     Returns:
-        (model name, overrides, batch size, epochs, decay epochs, the `Selection`).
+        dict: model, options, batch_size, epochs, decay_epochs, selection (JSON) and key.
     """
     if task.task != "regression" or task.kind != "table":
         raise ValueError(f"Model 'auto' chooses among the zoo's regression models for tables; "
                          f"{task.name!r} is {task.task} on {task.kind} inputs: name a model.")
+    try:
+        with open(os.path.join(backup_dir, AUTO_CHOICE), encoding="utf-8") as stream:
+            stored = json.load(stream)
+    except (OSError, ValueError):
+        stored = None
+    if isinstance(stored, dict) and stored.get("key") == key:
+        print(f"auto: {stored['model']} for {stored['epochs']} epochs, as the interrupted run "
+              "chose (no new search)", flush=True)
+        return stored
     print(f"auto: choosing a model on the {len(task.x_train)} training rows of {task.name} "
-          f"(budget {budget_minutes:g} min)", flush=True)
+          f"(budget {key['budget_minutes']:g} min)", flush=True)
     # The targets in the data's units, so that the search ranks log-likelihoods in them.
     selection = auto.select(task.x_train, task.y_train * task.y_scale + task.y_shift,
-                            seed=seed, budget_minutes=budget_minutes,
+                            seed=key["seed"], budget_minutes=key["budget_minutes"],
                             candidates=auto.CANDIDATES, verbose=bool(verbose))
     chosen = selection.candidate
     print(f"auto: chose {chosen.name} ({chosen.model}), {selection.epochs} epochs, after "
           f"{len(selection.trials)} candidate(s) in {selection.seconds:.0f} s", flush=True)
-    return (chosen.model, dict(chosen.options), chosen.batch_size, selection.epochs,
-            selection.max_epochs, selection)
+    return {"model": chosen.model, "options": outputs.jsonable(chosen.options),
+            "batch_size": chosen.batch_size, "epochs": selection.epochs,
+            "decay_epochs": selection.max_epochs, "selection": selection.to_json(), "key": key}
+
+
+def _store_choice(backup_dir, choice):
+    """Writes `choice` for a resumed run, atomically; an existing file stays (a resumed
+    run's own, or another run's, whose checkpoint then refuses this run)."""
+    path = os.path.join(backup_dir, AUTO_CHOICE)
+    if os.path.exists(path):
+        return
+    os.makedirs(backup_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as stream:
+        json.dump(choice, stream)
+    os.replace(path + ".tmp", path)
 
 
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
@@ -205,8 +234,9 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         model_name: a name from `zoo.list_models()`, or "auto": a regression model and
             its settings chosen on the split's training rows (`zoo.run.auto.select`, within
             `budget_minutes`) before the run trains it; the choice and every candidate's
-            validation scores go into results.json ("selection"). The search is seeded, so
-            a resumed run chooses again the same way (unless the budget cut it short).
+            validation scores go into results.json ("selection"). The checkpoint keeps the
+            choice: a resumed run trains it without searching again (a budget-cut search
+            could choose otherwise).
         dataset: a built-in name or a path (see `zoo.run.datasets.load`).
         out: the run directory (new, empty, or an interrupted run's).
         split: split index; epochs: None for `default_epochs`; seed: int.
@@ -247,10 +277,16 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     strategy_object = distribute.strategy_for(strategy)
     workdir = _check_out(out, strategy_object)
     task = datasets.load(dataset, split=split, seed=seed)
-    selection = None
+    backup_dir = os.path.join(workdir, distribute.BACKUP)
+    choice = None
     if choose:
-        model_name, overrides, batch_size, epochs, decay_epochs, selection = _auto_choice(
-            task, seed, budget_minutes, verbose)
+        choice = _auto_choice(task, {"dataset": str(dataset), "split": split, "seed": seed,
+                                     "budget_minutes": budget_minutes,
+                                     "data": run_fingerprint.data_digest(task),
+                                     "candidates": [c.to_json() for c in auto.CANDIDATES]},
+                              backup_dir, verbose)
+        model_name, overrides, batch_size, epochs = (choice[k] for k in (
+            "model", "options", "batch_size", "epochs"))
     spec = registry.get_spec(model_name)
     if task.task not in spec.tasks or task.kind not in spec.inputs:
         raise ValueError(f"Model {model_name!r} ({'/'.join(spec.tasks)} on "
@@ -267,9 +303,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     keras.utils.set_random_seed(seed)
     num_train = len(task.x_train)
     steps = epochs * steps_per_epoch(num_train, batch_size)
-    if selection is not None:  # the learning rate decays as in the search run it chose
-        config["auto"] = {"budget_minutes": budget_minutes, "decay_epochs": decay_epochs}
-        steps = decay_epochs * steps_per_epoch(num_train, batch_size)
+    if choice is not None:  # the learning rate decays as in the search run it chose
+        config["auto"] = {"budget_minutes": budget_minutes,
+                          "decay_epochs": choice["decay_epochs"]}
+        steps = choice["decay_epochs"] * steps_per_epoch(num_train, batch_size)
     with strategy_object.scope():
         model = registry.build_model(model_name, task.input_shape, task=task.task,
                                      num_classes=task.num_classes, num_train=num_train,
@@ -284,6 +321,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
               f"seed {seed}, strategy {strategy} ({strategy_object.num_replicas_in_sync} "
               "replica(s))", flush=True)
         directory.add(distribute.BACKUP)
+        if choice is not None:
+            _store_choice(backup_dir, choice)
         try:
             logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
         except TrainingDiverged as error:
@@ -295,8 +334,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        "train_seconds": train_seconds, "threads": run_fingerprint.threads(),
                        "total_seconds": time.perf_counter() - start,
                        "versions": run_fingerprint.versions()})
-        if selection is not None:
-            result["selection"] = selection.to_json()
+        if choice is not None:
+            result["selection"] = choice["selection"]
         outputs.write_all(model, task, config, logs, result, prediction, staging)
         if chief:
             outputs.publish(staging, directory)

@@ -1,4 +1,5 @@
-"""Reliability of `python -m zoo train`: SIGKILL mid-epoch, divergence, a wrong resume.
+"""Reliability of `python -m zoo train`: SIGKILL mid-epoch, divergence, a wrong resume,
+an interrupted `auto` run.
 
 That every zoo model trains bit-identically twice on one thread is checked in
 tests/integration/test_xla_and_seeds.py, in one process with the layers' check.
@@ -21,7 +22,9 @@ import tfp_bnn
 from tfp_bnn.callbacks import TrainingDiverged
 from zoo import cli
 from zoo.models import registry
+from zoo.run import auto
 from zoo.run import runner
+from zoo.run.candidates import Candidate
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 # The kill lands half an epoch after the 3rd checkpoint (see below): 8 leaves
@@ -202,3 +205,40 @@ def test_a_rerun_with_other_arguments_does_not_resume_the_wrong_checkpoint(
     with pytest.raises(ValueError, match=r"differs in: epochs \(3 then, 5 now\)\)"):
         runner.train_and_evaluate("flipout_mlp", "yacht", out, epochs=5, verbose=0)
     assert _state(out)["epoch"] == 1 and sorted(os.listdir(out)) == [".backup", ".zoo-run"]
+
+
+AUTO_ONLY = (Candidate("tiny_dropout", "mc_dropout_mlp_heteroscedastic", {"hidden_units": (8,)},
+                       batch_size=64, steps=200),)
+
+
+def test_an_interrupted_auto_run_resumes_its_choice_without_searching_again(
+        tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    monkeypatch.setattr(auto, "CANDIDATES", AUTO_ONLY)
+    monkeypatch.setattr(runner, "DivergenceGuard", InterruptAtEpoch2)
+    with pytest.raises(KeyboardInterrupt):
+        runner.train_and_evaluate("auto", "yacht", out, seed=1, num_samples=10, verbose=0,
+                                  checkpoint_seconds=0)
+    stored = json.loads((out / ".backup" / runner.AUTO_CHOICE).read_text())
+    assert stored["epochs"] >= 2 and _state(out)["epoch"] == 1  # interrupted mid-run
+    monkeypatch.setattr(runner, "DivergenceGuard", tfp_bnn.callbacks.DivergenceGuard)
+
+    # Another seed is another run: it searches (its own choice is not stored over the
+    # interrupted run's), and the checkpoint then refuses it.
+    with pytest.raises(ValueError, match=r"differs in: .*seed \(1 then, 2 now\)"):
+        runner.train_and_evaluate("auto", "yacht", out, seed=2, num_samples=10, verbose=0)
+    assert "auto: choosing a model" in capsys.readouterr().out
+    assert json.loads((out / ".backup" / runner.AUTO_CHOICE).read_text()) == stored
+
+    # The same arguments: the stored choice trains on from the checkpoint; no search.
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again")
+    monkeypatch.setattr(auto, "select", no_search)
+    result = runner.train_and_evaluate("auto", "yacht", out, seed=1, num_samples=10,
+                                       verbose=0)
+    printed = capsys.readouterr().out
+    assert "as the interrupted run chose (no new search)" in printed
+    assert "resuming from the checkpoint after epoch 1" in printed
+    assert result["selection"] == stored["selection"] and result["epochs"] == stored["epochs"]
+    assert not (out / ".backup").exists()
+    assert json.loads((out / "config.json").read_text())["overrides"] == {"hidden_units": [8]}
