@@ -196,3 +196,20 @@ def test_subset_keeps_distinct_members_in_order(values):
 def test_subset_refuses_unknown_empty_repeated_or_a_string(values, message):
     with pytest.raises(ValueError, match=message):
         check.subset("names", values, ("a", "b"))
+
+
+# initializer --------------------------------------------------------------------------------
+
+def test_initializer_resolves_names_and_configs_and_passes_none_when_allowed():
+    import keras  # noqa: PLC0415
+
+    assert isinstance(check.initializer("init", "zeros"), keras.initializers.Zeros)
+    config = keras.initializers.serialize(keras.initializers.Constant(2.0))
+    assert check.initializer("init", config).value == 2.0
+    assert check.initializer("init", None, allow_none=True) is None
+
+
+@pytest.mark.parametrize("value", ["nope", None, 3])
+def test_initializer_refuses_what_keras_cannot_resolve(value):
+    with _refused(r"^`init` must be a Keras initializer \(name, instance or config\), got "):
+        check.initializer("init", value)

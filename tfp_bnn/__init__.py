@@ -20,6 +20,8 @@ from tfp_bnn import distributions
 from tfp_bnn import ensembles
 from tfp_bnn import export
 from tfp_bnn import flows
+from tfp_bnn import kernels
+from tfp_bnn import laplace
 from tfp_bnn import layers
 from tfp_bnn import losses
 from tfp_bnn import mc_dropout
@@ -32,6 +34,7 @@ from tfp_bnn import posteriors
 from tfp_bnn import predict
 from tfp_bnn import priors
 from tfp_bnn import saving
+from tfp_bnn.conversion import bayesianize
 from tfp_bnn.modes import bayesian_layers
 from tfp_bnn.modes import is_mean_mode
 from tfp_bnn.modes import kl_layers
@@ -42,6 +45,7 @@ from tfp_bnn.saving import load_predictive
 
 __all__ = [
     "bayesian_layers",
+    "bayesianize",
     "callbacks",
     "data",
     "distributions",
@@ -49,7 +53,9 @@ __all__ = [
     "export",
     "flows",
     "is_mean_mode",
+    "kernels",
     "kl_layers",
+    "laplace",
     "layers",
     "load_model",
     "load_predictive",

@@ -168,3 +168,22 @@ def vector(name, values, allow_empty=False):
         raise ValueError(f"`{name}` must be finite, got {float(values[bad][0])!r} at index "
                          f"{int(np.flatnonzero(bad)[0])}.")
     return values
+
+
+def initializer(name, value, allow_none=False):
+    """`value` (a Keras initializer's name, instance or config) as an initializer instance.
+
+    `None` passes through when `allow_none`.
+    """
+    import keras  # noqa: PLC0415 - the other checks need no Keras
+
+    if value is None and allow_none:
+        return None
+    try:
+        result = keras.initializers.get(value)
+    except (ValueError, TypeError):
+        result = None
+    if result is None:
+        raise ValueError(f"`{name}` must be a Keras initializer (name, instance or config), "
+                         f"got {value!r}.")
+    return result

@@ -275,6 +275,50 @@ class TrainableNormalPrior(Prior):
         return hash((type(self).__name__, repr(sorted(self.get_config().items()))))
 
 
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class CenteredNormalPrior(Prior):
+    """Fixed Gaussian prior N(w0, scale^2) centred on given weights w0 (MOPED).
+
+    The empirical-Bayes prior of Krishnan, Subedar and Tickoo (2020, AAAI),
+    "Specifying weight priors in Bayesian deep neural networks with empirical
+    Bayes": the prior mean of every weight is its value in a trained
+    deterministic network. `build` adds the centre w0 to the layer as a
+    non-trainable per-weight `<name>_loc` (zeros until assigned; see
+    `tfp_bnn.bayesianize`), so it is saved with the weights, not in the
+    config, and the KL pulls the posterior towards it without moving it.
+
+    Args:
+        scale: the prior standard deviation, the same for every weight; > 0.
+    """
+
+    has_analytic_kl = True
+
+    def __init__(self, scale=1.0):
+        self.scale = check.positive("scale", scale)
+        self.loc = None  # the centre variable, on the copy `build` returns
+
+    def build(self, layer, name, shape):
+        built = CenteredNormalPrior(self.scale)
+        built.loc = layer.add_weight(name=f"{name}_loc", shape=tuple(shape),
+                                     initializer="zeros", trainable=False)
+        return built
+
+    def _centre(self, dtype):
+        if self.loc is None:
+            raise ValueError("CenteredNormalPrior has no centre yet: use the prior that "
+                             "`build(layer, name, shape)` returns (a built layer's prior).")
+        return tf.cast(tf.convert_to_tensor(self.loc), dtype)
+
+    def element_distribution(self, dtype="float32"):
+        return tfd.Normal(self._centre(dtype), tf.constant(self.scale, dtype))
+
+    def kl_from_normal(self, loc, scale):
+        return _normal_kl(loc, scale, self._centre(loc.dtype), self.scale)
+
+    def get_config(self):
+        return {"scale": self.scale}
+
+
 _PRIORS = {"normal": NormalPrior, "scale_mixture": ScaleMixturePrior,
            "trainable_normal": TrainableNormalPrior}
 

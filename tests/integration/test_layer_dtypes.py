@@ -58,6 +58,16 @@ LAYERS = {
     "MixtureSameFamily": (
         lambda: L.MixtureSameFamily(2, L.IndependentNormal(1), seed=0), [(2, 6)]),
     "MultivariateNormalTriL": (lambda: L.MultivariateNormalTriL(2, seed=0), [(2, 5)]),
+    # Float inputs in [0.1, 1) are cast to index 0, as keras.layers.Embedding casts them.
+    "EmbeddingReparameterization": (lambda: L.EmbeddingReparameterization(5, 3, seed=0),
+                                    [(2, 4)]),
+    # Cells run inside keras.layers.RNN, the way they are used.
+    "GRUCellReparameterization": (
+        lambda: keras.layers.RNN(L.GRUCellReparameterization(2, seed=0)), [(2, 3, 4)]),
+    "LSTMCellReparameterization": (
+        lambda: keras.layers.RNN(L.LSTMCellReparameterization(2, seed=0)), [(2, 3, 4)]),
+    "VariationalGaussianProcess": (
+        lambda: L.VariationalGaussianProcess(3, "exponentiated_quadratic", seed=0), [(2, 1)]),
 }
 
 # The public layers that are not concrete (abstract bases) and the aliases of listed ones.

@@ -44,6 +44,8 @@ COVERED_THROUGH = {
     "tfp_bnn/layers/_mixed_precision.py": ["integration/test_layer_mixed_precision.py"],
     "tfp_bnn/layers/_node_posterior.py": ["layers/test_node_dense.py",
                                           "layers/test_node_conv2d.py"],
+    "tfp_bnn/layers/_recurrent_cell.py": ["layers/test_lstm_cell_reparameterization.py",
+                                         "layers/test_gru_cell_reparameterization.py"],
     "tfp_bnn/layers/_projection_head.py": ["layers/test_heteroscedastic_regression.py",
                                            "layers/test_heteroscedastic_classification.py"],
     "tfp_bnn/layers/_shapes.py": ["layers/test_dense_reparameterization.py",

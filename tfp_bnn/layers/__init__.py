@@ -22,6 +22,8 @@ from tfp_bnn.layers.dense_local_reparameterization import DenseLocalReparameteri
 from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.layers.dense_variational import DenseVariational
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
+from tfp_bnn.layers.embedding_reparameterization import EmbeddingReparameterization
+from tfp_bnn.layers.gru_cell_reparameterization import GRUCellReparameterization
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
 from tfp_bnn.layers.homoscedastic_noise import HomoscedasticNoise
@@ -29,6 +31,7 @@ from tfp_bnn.layers.independent_bernoulli import IndependentBernoulli
 from tfp_bnn.layers.independent_logistic import IndependentLogistic
 from tfp_bnn.layers.independent_normal import IndependentNormal
 from tfp_bnn.layers.independent_poisson import IndependentPoisson
+from tfp_bnn.layers.lstm_cell_reparameterization import LSTMCellReparameterization
 from tfp_bnn.layers.mc_dropout import MCDropout
 from tfp_bnn.layers.mixture_logistic import MixtureLogistic
 from tfp_bnn.layers.mixture_normal import MixtureNormal
@@ -38,6 +41,7 @@ from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers.node_conv2d import NodeConv2D
 from tfp_bnn.layers.node_dense import NodeDense
 from tfp_bnn.layers.one_hot_categorical import OneHotCategorical
+from tfp_bnn.layers.variational_gaussian_process import VariationalGaussianProcess
 
 __all__ = [
     "BayesianLayer",
@@ -62,6 +66,8 @@ __all__ = [
     "DenseReparameterization",
     "DenseVariational",
     "DistributionLambda",
+    "EmbeddingReparameterization",
+    "GRUCellReparameterization",
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
     "HomoscedasticNoise",
@@ -69,6 +75,7 @@ __all__ = [
     "IndependentLogistic",
     "IndependentNormal",
     "IndependentPoisson",
+    "LSTMCellReparameterization",
     "MCDropout",
     "MixtureLogistic",
     "MixtureNormal",
@@ -78,4 +85,5 @@ __all__ = [
     "NodeDense",
     "NodeLayer",
     "OneHotCategorical",
+    "VariationalGaussianProcess",
 ]

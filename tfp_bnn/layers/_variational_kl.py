@@ -107,8 +107,8 @@ class VariationalKL(StochasticLayer):
             return tf.reduce_sum(log_q - log_p)
         return tf.reduce_sum(log_q) - tf.reduce_sum(log_p)  # q joint over the weights
 
-    def _add_kl(self, inputs, training, kernel_draw, bias_draw):
-        """Adds kl_weight * KL to the layer's losses and its tracker.
+    def _add_kl(self, inputs, training, kernel_draw, *other_draws):
+        """Adds kl_weight * KL of the draws (None ones skipped) to the losses and tracker.
 
         Once per outer call: a layer called again in the same forward pass
         (shared, `TimeDistributed`, an RNN cell) adds nothing more, and in a
@@ -120,8 +120,9 @@ class VariationalKL(StochasticLayer):
         if not self._claim_kl(inputs.shape[0] if inputs.shape.rank else None):
             return
         kl = self._kl_of(kernel_draw)
-        if bias_draw is not None:
-            kl = kl + self._kl_of(bias_draw)
+        for draw in other_draws:  # the bias, a recurrent kernel
+            if draw is not None:
+                kl = kl + self._kl_of(draw)
         penalty = self._tracked_penalty(kl, tf.shape(inputs)[0])
         # Each replica adds the whole KL; Keras's TensorFlow trainer divides
         # `add_loss` terms by the replica count before gradients are summed

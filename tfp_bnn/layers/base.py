@@ -124,30 +124,22 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
                 f"(w = loc + scale * eps, e.g. MeanFieldNormal), got {self.posterior!r}."
             )
 
+    def _variational_weight(self, name, shape, initializer, regularizer, constraint, seed):
+        """The posterior parameters of weight `name` and what `prior.build` returned for it."""
+        params = self.posterior.build(self, name, shape, loc_initializer=initializer,
+                                      regularizer=regularizer, constraint=constraint, seed=seed)
+        return params, self.prior.build(self, f"{name}_prior", shape)
+
     def _build_weights(self, kernel_shape, bias_shape):
-        self.kernel_params = self.posterior.build(
-            self,
-            "kernel",
-            kernel_shape,
-            loc_initializer=self.kernel_initializer,
-            regularizer=self.kernel_regularizer,
-            constraint=self.kernel_constraint,
-            seed=self.seed,
-        )
-        self._kernel_prior_built = self.prior.build(self, "kernel_prior", kernel_shape)
+        self.kernel_params, self._kernel_prior_built = self._variational_weight(
+            "kernel", kernel_shape, self.kernel_initializer, self.kernel_regularizer,
+            self.kernel_constraint, self.seed)
         if not self.use_bias:
             return
         if self.bayesian_bias:
-            self.bias_params = self.posterior.build(
-                self,
-                "bias",
-                bias_shape,
-                loc_initializer=self.bias_initializer,
-                regularizer=self.bias_regularizer,
-                constraint=self.bias_constraint,
-                seed=None if self.seed is None else self.seed + 2,
-            )
-            self._bias_prior_built = self.prior.build(self, "bias_prior", bias_shape)
+            self.bias_params, self._bias_prior_built = self._variational_weight(
+                "bias", bias_shape, self.bias_initializer, self.bias_regularizer,
+                self.bias_constraint, None if self.seed is None else self.seed + 2)
         else:
             self.bias = self.add_weight(
                 name="bias",
@@ -166,17 +158,25 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
     @property
     def kernel_posterior(self):
         """q(kernel), a `tfd.Distribution` with event shape = kernel shape (None unbuilt)."""
-        if self.kernel_params is None:
-            return None
-        dist = self.posterior.distribution(self.posterior.prepare(self.kernel_params))
-        return tfd.Independent(dist, reinterpreted_batch_ndims=len(dist.batch_shape))
+        return self._weight_posterior(self.kernel_params)
 
     @property
     def kernel_prior(self):
         """p(kernel), a `tfd.Distribution` with event shape = kernel shape (None unbuilt)."""
-        if self.kernel_params is None:
+        return self._weight_prior(self.kernel_params)
+
+    def _weight_posterior(self, params):
+        """q of the weight `params` parameterize, event shape = its shape (None unbuilt)."""
+        if params is None:
             return None
-        return self._prior_for(self.kernel_params).distribution(self.kernel_params[0].shape)
+        dist = self.posterior.distribution(self.posterior.prepare(params))
+        return tfd.Independent(dist, reinterpreted_batch_ndims=len(dist.batch_shape))
+
+    def _weight_prior(self, params):
+        """p of the weight `params` parameterize, event shape = its shape (None unbuilt)."""
+        if params is None:
+            return None
+        return self._prior_for(params).distribution(params[0].shape)
 
     @property
     def bias_posterior(self):
@@ -186,12 +186,11 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
         default `is_singular=True` posterior); None without a bias or unbuilt.
         """
         if self.bias_params is not None:
-            dist = self.posterior.distribution(self.posterior.prepare(self.bias_params))
-            return tfd.Independent(dist, reinterpreted_batch_ndims=1)
+            return self._weight_posterior(self.bias_params)
         if self.bias is None:
             return None
         return tfd.Independent(tfd.Deterministic(tf.convert_to_tensor(self.bias)),
-                               reinterpreted_batch_ndims=1)
+                               reinterpreted_batch_ndims=len(self.bias.shape))
 
     @property
     def bias_prior(self):

@@ -89,10 +89,18 @@ def _model(cls, kwargs, input_shape):
 def _check_fit_and_save(cls, kwargs, input_shape):
     x = random_inputs(input_shape, 3)
     y = np.random.default_rng(4).normal(size=(input_shape[0], 1)).astype("float32")
-    model = _model(cls, kwargs, input_shape)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+    check_fit_and_save(_model(cls, kwargs, input_shape), x, y)
+
+
+def check_fit_and_save(model, x, y, epochs=1, learning_rate=1e-2, **fit_kwargs):
+    """`fit` on (x, y) (one full-batch step by default) changes every trainable
+    variable of `model`; its mean-mode outputs survive a `.keras` round trip
+    under `safe_mode=True`, and the loaded model samples again. Returns the
+    `fit` history."""
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="mse")
     before = [v.numpy().copy() for v in model.trainable_variables]
-    history = model.fit(x, y, epochs=1, batch_size=input_shape[0], verbose=0)
+    fit_kwargs.setdefault("batch_size", len(y))
+    history = model.fit(x, y, epochs=epochs, verbose=0, **fit_kwargs)
     require(np.isfinite(history.history["loss"][0]), "fit loss is not finite")
     changed = [not np.array_equal(b, v.numpy()) for b, v in zip(before, model.trainable_variables)]
     require(all(changed), "a trainable variable did not change after one fit step")
@@ -109,6 +117,7 @@ def _check_fit_and_save(cls, kwargs, input_shape):
     set_mean_mode(loaded, False)
     sampled = keras.ops.convert_to_numpy(loaded(x))
     require(not np.allclose(sampled, expected), "loaded model cannot switch back to sampling")
+    return history
 
 
 def run_bayesian_layer_test(cls, kwargs, input_shape):

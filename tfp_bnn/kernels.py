@@ -1,0 +1,129 @@
+"""Kernel providers: the trainable covariance functions of tfp_bnn's Gaussian-process layers.
+
+`tfp.layers.VariationalGaussianProcess` takes a `kernel_provider`, a tf_keras
+layer that owns the kernel's variables and exposes them through a `kernel`
+property (TFP's regression tutorial writes an `RBFKernelFn` layer for it).
+A Python class defined in a notebook cannot be saved to a `.keras` file and
+loaded with `safe_mode=True`, so tfp_bnn ships the provider as a small
+registered object, like its priors: `build(layer)` adds the kernel's
+variables to the layer that uses it and returns a copy holding them, whose
+`kernel` is a `tfp.math.psd_kernels.PositiveSemidefiniteKernel`.
+
+Example:
+>>> provider = tfp_bnn.kernels.ExponentiatedQuadraticProvider(amplitude=1.0, length_scale=0.5)
+>>> vgp = tfp_bnn.layers.VariationalGaussianProcess(16, kernel_provider=provider)
+"""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_bnn import _validation as check
+from tfp_bnn.config_objects import ConfigObject
+from tfp_bnn.config_objects import resolve
+
+psd_kernels = tfp.math.psd_kernels
+
+
+class KernelProvider(ConfigObject):
+    """Base class of kernel providers.
+
+    Subclasses implement `build(layer)` (create the variables with
+    `layer.add_weight` and return a copy holding them), the `kernel`
+    property of that copy and `get_config`. `feature_ndims` is the number of
+    trailing input axes one index point has (1: points are vectors).
+    """
+
+    feature_ndims = 1
+
+    def build(self, layer):
+        raise NotImplementedError
+
+    @property
+    def kernel(self):
+        raise NotImplementedError
+
+
+def _inverse_softplus(value):
+    return math.log(math.expm1(value))
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class ExponentiatedQuadraticProvider(KernelProvider):
+    """Trainable exponentiated-quadratic (RBF) kernel, a^2 exp(-|x - x'|^2 / (2 l^2)).
+
+    The amplitude a and the length scale l are softplus of unconstrained
+    weights `amplitude` and `length_scale` times a multiplier:
+    a = softplus(amplitude_multiplier * w_a). The multipliers change only
+    how fast gradient steps move a and l; TFP's regression tutorial uses
+    0.1 and 5 with w = 0 at the start, which is
+    `ExponentiatedQuadraticProvider(amplitude=math.log(2), length_scale=math.log(2),
+    amplitude_multiplier=0.1, length_scale_multiplier=5.0)`.
+
+    Args:
+        amplitude: initial a, > 0.
+        length_scale: initial l, > 0.
+        amplitude_multiplier: factor on the unconstrained amplitude weight, > 0.
+        length_scale_multiplier: factor on the unconstrained length-scale weight, > 0.
+        trainable: whether `fit` learns a and l.
+    """
+
+    def __init__(self, amplitude=1.0, length_scale=1.0, amplitude_multiplier=1.0,
+                 length_scale_multiplier=1.0, trainable=True):
+        self.amplitude = check.positive("amplitude", amplitude)
+        self.length_scale = check.positive("length_scale", length_scale)
+        self.amplitude_multiplier = check.positive("amplitude_multiplier", amplitude_multiplier)
+        self.length_scale_multiplier = check.positive("length_scale_multiplier",
+                                                      length_scale_multiplier)
+        self.trainable = check.boolean("trainable", trainable)
+        self.variables = None  # (amplitude, length_scale) weights on the copy `build` returns
+
+    def build(self, layer):
+        """Adds the weights `amplitude` and `length_scale` to `layer`; returns the built copy."""
+        built = type(self)(**self.get_config())
+        weights = []
+        for name, value, multiplier in (
+                ("amplitude", self.amplitude, self.amplitude_multiplier),
+                ("length_scale", self.length_scale, self.length_scale_multiplier)):
+            # A NumPy float64: Keras' Constant rounds a Python float through float32.
+            start = np.float64(_inverse_softplus(value) / multiplier)
+            weights.append(layer.add_weight(name=name, shape=(), trainable=self.trainable,
+                                            initializer=keras.initializers.Constant(start)))
+        built.variables = tuple(weights)
+        return built
+
+    def _positive(self, weight, multiplier):
+        return tf.nn.softplus(multiplier * tf.convert_to_tensor(weight))
+
+    @property
+    def kernel(self):
+        """The `psd_kernels.ExponentiatedQuadratic` at the current weights."""
+        if self.variables is None:
+            raise ValueError(
+                "ExponentiatedQuadraticProvider has no variables yet: use the provider that "
+                "`build(layer)` returns (a built layer's `kernel_provider`).")
+        amplitude, length_scale = self.variables
+        return psd_kernels.ExponentiatedQuadratic(
+            amplitude=self._positive(amplitude, self.amplitude_multiplier),
+            length_scale=self._positive(length_scale, self.length_scale_multiplier),
+            feature_ndims=self.feature_ndims)
+
+    def get_config(self):
+        return {
+            "amplitude": self.amplitude,
+            "length_scale": self.length_scale,
+            "amplitude_multiplier": self.amplitude_multiplier,
+            "length_scale_multiplier": self.length_scale_multiplier,
+            "trainable": self.trainable,
+        }
+
+
+_PROVIDERS = {"exponentiated_quadratic": ExponentiatedQuadraticProvider}
+
+
+def get(identifier):
+    """Resolves `identifier` (a `KernelProvider`, a name or a serialized dict) to a provider."""
+    return resolve(identifier, KernelProvider, _PROVIDERS, "kernel_provider")

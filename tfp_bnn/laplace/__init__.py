@@ -1,0 +1,21 @@
+"""Post-hoc Laplace approximations for trained Keras models (no retraining).
+
+- `LastLayerLaplace(model, likelihood, hessian)`: a Gaussian posterior over the last Dense
+  layer's weights, with full or Kronecker-factored GGN, the prior precision fitted by the
+  marginal likelihood, a closed-form linearised predictive and a `predictive_model()` that
+  `tfp_bnn.predict` samples (Daxberger et al. 2021, "Laplace Redux", NeurIPS).
+- `LaplaceDense`: that predictive model's last layer.
+- `curvature`: the GGN, its eigenbasis and the evidence.
+"""
+
+from tfp_bnn.laplace import curvature
+from tfp_bnn.laplace.laplace_dense import LaplaceDense
+from tfp_bnn.laplace.last_layer import LastLayerLaplace
+from tfp_bnn.laplace.last_layer import last_dense
+
+__all__ = [
+    "LaplaceDense",
+    "LastLayerLaplace",
+    "curvature",
+    "last_dense",
+]
