@@ -1,6 +1,7 @@
 """The tfp_bnn side of tfp_ports.py: each TFP program ported to tfp_bnn on Keras 3.
 
-`ours_lenet` and `ours_regression` mirror `_tfp_originals` layer for layer;
+`ours_lenet`, `ours_regression` (cases 1-4) and `ours_vgp` (case 5) mirror
+`_tfp_originals` layer for layer;
 a tfp_bnn name a port needs and cannot import ends that port with
 `NotAvailable` (reported in the table), not the run.
 """
@@ -15,10 +16,14 @@ from _tfp_programs import LENET_BATCH
 from _tfp_programs import LENET_LR
 from _tfp_programs import REG_BATCH
 from _tfp_programs import REG_LR
+from _tfp_programs import VGP_INDUCING
+from _tfp_programs import VGP_NOISE_INIT
+from _tfp_programs import X_RANGE
 from _tfp_programs import NotAvailable
 from _tfp_programs import batches
 from _tfp_programs import classification_scores
 from _tfp_programs import mixture_scores
+from _tfp_programs import gaussian_scores
 from _tfp_programs import negloglik
 from _tfp_programs import normal_learned
 from _tfp_programs import normal_unit
@@ -123,3 +128,53 @@ def ours_regression(case, data, epochs, seed, mc_samples):
     log_probs = [d.log_prob(y_test.astype(np.float32)).numpy() for d in outputs]
     means = [d.mean().numpy() for d in outputs]
     return (*mixture_scores(log_probs, means, y_test), seconds)
+
+
+def ours_vgp(data, epochs, seed):
+    """Case 5 in float64, as the notebook runs it; floatx is restored after.
+
+    The notebook's RBFKernelFn (softplus(0.1 a), softplus(5 l), a = l = 0 at
+    the start) is ExponentiatedQuadraticProvider with initial values
+    softplus(0) = log 2 and the same multipliers.
+    """
+    import keras
+
+    vgp_layer, eq_provider, distribution_of = _ours(
+        "layers.VariationalGaussianProcess", "kernels.ExponentiatedQuadraticProvider",
+        "distributions.distribution_of")
+    x, y, x_test, y_test = data
+    previous = keras.config.floatx(), keras.config.dtype_policy()
+    # The notebook's float64; without it Keras casts the GP's output before the loss.
+    # The policy too: Keras 3 caches floatx in the global dtype policy the first
+    # time a layer is made, so after the other cases set_floatx alone is ignored.
+    keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
+    try:
+        keras.utils.set_random_seed(seed)
+        kernel = eq_provider(amplitude=math.log(2.0), length_scale=math.log(2.0),
+                             amplitude_multiplier=0.1, length_scale_multiplier=5.0)
+        inducing = np.linspace(*X_RANGE, num=VGP_INDUCING)[:, None]
+        model = keras.Sequential([
+            keras.Input((1,), dtype="float64"),
+            keras.layers.Dense(1, kernel_initializer="ones", use_bias=False),
+            vgp_layer(
+                num_inducing_points=VGP_INDUCING, kernel_provider=kernel, event_shape=[1],
+                inducing_index_points_initializer=keras.initializers.Constant(inducing),
+                unconstrained_observation_noise_variance_initializer=(
+                    keras.initializers.Constant(np.float64(VGP_NOISE_INIT)))),
+        ])
+        kl_weight = np.float64(REG_BATCH / len(x))
+
+        def loss(y_true, rv_y):
+            return rv_y.variational_loss(y_true, kl_weight=kl_weight)
+
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate=REG_LR), loss=loss)
+        start = time.perf_counter()
+        model.fit(batches(x, y, REG_BATCH, epochs, seed, dtype="float64"), shuffle=False,
+                  verbose=0)
+        seconds = time.perf_counter() - start
+        yhat = distribution_of(model(x_test))
+        return (*gaussian_scores(yhat.mean().numpy(), yhat.stddev().numpy(), y_test), seconds)
+    finally:
+        keras.config.set_floatx(previous[0])
+        keras.config.set_dtype_policy(previous[1])

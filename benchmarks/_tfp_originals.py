@@ -5,7 +5,6 @@ cases 1-4 and `tfp_vgp` case 5 of `Probabilistic_Layers_Regression.ipynb`.
 Each returns (test NLL, accuracy or RMSE, training seconds).
 """
 
-import math
 import time
 
 import numpy as np
@@ -20,6 +19,7 @@ from _tfp_programs import VGP_NOISE_INIT
 from _tfp_programs import X_RANGE
 from _tfp_programs import batches
 from _tfp_programs import classification_scores
+from _tfp_programs import gaussian_scores
 from _tfp_programs import mixture_scores
 from _tfp_programs import negloglik
 from _tfp_programs import normal_learned
@@ -181,11 +181,6 @@ def tfp_vgp(data, epochs, seed):
         seconds = time.perf_counter() - start
         # Per-point predictive marginals N(mean, stddev^2) at the test inputs.
         yhat = model(x_test)
-        mean = np.reshape(yhat.mean().numpy(), (-1, 1))
-        std = np.reshape(yhat.stddev().numpy(), (-1, 1))
-        log_prob = (-0.5 * ((y_test - mean) / std) ** 2 - np.log(std)
-                    - 0.5 * math.log(2 * math.pi))
-        return (float(-log_prob.mean()), float(np.sqrt(np.mean((mean - y_test) ** 2))),
-                seconds)
+        return (*gaussian_scores(yhat.mean().numpy(), yhat.stddev().numpy(), y_test), seconds)
     finally:
         tf_keras.backend.set_floatx(previous)

@@ -87,6 +87,17 @@ def mixture_scores(log_probs, means, y):
     return float(-log_mix.mean()), float(np.sqrt(np.mean((mean - y) ** 2)))
 
 
+def gaussian_scores(mean, std, y):
+    """NLL of the per-point predictive marginals N(mean, std^2), and RMSE of the mean.
+
+    mean, std: any shape with n elements (reshaped to [n, 1]); y: [n, 1].
+    """
+    mean = np.reshape(np.asarray(mean, np.float64), (-1, 1))
+    std = np.reshape(np.asarray(std, np.float64), (-1, 1))
+    log_prob = -0.5 * ((y - mean) / std) ** 2 - np.log(std) - 0.5 * math.log(2 * math.pi)
+    return float(-log_prob.mean()), float(np.sqrt(np.mean((mean - y) ** 2)))
+
+
 def classification_scores(probs, labels):
     """NLL of the averaged class probabilities, and accuracy of their argmax."""
     mean = np.asarray(probs, np.float64).mean(axis=0)

@@ -41,8 +41,10 @@ class VariationalGaussianProcess(DistributionLambda):
     `loss=lambda y, rv_y: rv_y.variational_loss(y, kl_weight=batch_size / N)`
     (the expected log-likelihood of the batch plus batch_size / N times
     KL(q(u) || p(u)): the batch's share of the whole data's ELBO). Under
-    `float64` set `keras.config.set_floatx("float64")` too, as the tutorial
-    does, so that Keras does not cast the output before the loss.
+    `float64` set `keras.config.set_floatx("float64")` as the tutorial does
+    and `keras.config.set_dtype_policy("float64")` (Keras 3 fixes the policy
+    when it makes its first layer), so that Keras does not cast the output
+    before the loss.
 
     As in TFP, the expected log-likelihood in `variational_loss` is taken
     under the predictive with the observation noise, which adds a constant
