@@ -33,7 +33,6 @@ directory keeps the last good state: `last_good.keras` (the model at the
 end of the last finite epoch) and the checkpoint; no results are written.
 """
 
-import json
 import math
 import os
 import time
@@ -166,54 +165,14 @@ def _keep_last_good(model, error, directory, staging, chief):
         error.value, error.last_good_epoch, error.summary)
 
 
-# In the checkpoint directory of an `auto` run: its choice, so that a resumed run trains
-# the same model even when a wall-time budget would cut a repeated search elsewhere.
-AUTO_CHOICE = "auto_choice.json"
-
-
 def _auto_choice(task, key, backup_dir, verbose):
-    """The model `zoo.run.auto.select` chooses on the training rows (never the test rows),
-    or the choice an interrupted run with the same `key` stored in `backup_dir`.
-
-    Returns:
-        dict: model, options, batch_size, epochs, decay_epochs, selection (JSON) and key.
-    """
+    """`zoo.run.auto.run_choice` on the training rows of a regression table."""
     if task.task != "regression" or task.kind != "table":
         raise ValueError(f"Model 'auto' chooses among the zoo's regression models for tables; "
                          f"{task.name!r} is {task.task} on {task.kind} inputs: name a model.")
-    try:
-        with open(os.path.join(backup_dir, AUTO_CHOICE), encoding="utf-8") as stream:
-            stored = json.load(stream)
-    except (OSError, ValueError):
-        stored = None
-    if isinstance(stored, dict) and stored.get("key") == key:
-        print(f"auto: {stored['model']} for {stored['epochs']} epochs, as the interrupted run "
-              "chose (no new search)", flush=True)
-        return stored
-    print(f"auto: choosing a model on the {len(task.x_train)} training rows of {task.name} "
-          f"(budget {key['budget_minutes']:g} min)", flush=True)
     # The targets in the data's units, so that the search ranks log-likelihoods in them.
-    selection = auto.select(task.x_train, task.y_train * task.y_scale + task.y_shift,
-                            seed=key["seed"], budget_minutes=key["budget_minutes"],
-                            candidates=auto.CANDIDATES, verbose=bool(verbose))
-    chosen = selection.candidate
-    print(f"auto: chose {chosen.name} ({chosen.model}), {selection.epochs} epochs, after "
-          f"{len(selection.trials)} candidate(s) in {selection.seconds:.0f} s", flush=True)
-    return {"model": chosen.model, "options": outputs.jsonable(chosen.options),
-            "batch_size": chosen.batch_size, "epochs": selection.epochs,
-            "decay_epochs": selection.max_epochs, "selection": selection.to_json(), "key": key}
-
-
-def _store_choice(backup_dir, choice):
-    """Writes `choice` for a resumed run, atomically; an existing file stays (a resumed
-    run's own, or another run's, whose checkpoint then refuses this run)."""
-    path = os.path.join(backup_dir, AUTO_CHOICE)
-    if os.path.exists(path):
-        return
-    os.makedirs(backup_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as stream:
-        json.dump(choice, stream)
-    os.replace(path + ".tmp", path)
+    return auto.run_choice(task.x_train, task.y_train * task.y_scale + task.y_shift, key,
+                           backup_dir, name=task.name, verbose=verbose)
 
 
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
@@ -322,7 +281,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
               "replica(s))", flush=True)
         directory.add(distribute.BACKUP)
         if choice is not None:
-            _store_choice(backup_dir, choice)
+            auto.store_choice(backup_dir, choice)
         try:
             logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
         except TrainingDiverged as error:
