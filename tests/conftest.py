@@ -1,9 +1,25 @@
 """Test-session set-up shared by the whole suite."""
 
+import json
 import os
+import pathlib
+import statistics
 
 # Quiet TensorFlow's C++ start-up chatter; errors still show.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# Under pytest-xdist each worker gets its share of the cores for TensorFlow
+# (2 workers on 2 cores: one thread each) instead of thread pools as wide as
+# the machine per worker, whose idle threads spin while the other worker
+# waits for a core. In the environment too, so the subprocesses a test starts
+# (notebook kernels, CLI runs) do the same; values already set are kept. Both
+# pools get the same size, as `python -m zoo train --threads N` sets them, so
+# a run's thread fingerprint is the same in this process and in a subprocess.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _share = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
 
 import tensorflow as tf  # noqa: E402
 
@@ -14,6 +30,12 @@ try:
     tf.config.set_logical_device_configuration(
         _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2
     )
+    if "TF_NUM_INTRAOP_THREADS" in os.environ:
+        tf.config.threading.set_intra_op_parallelism_threads(
+            int(os.environ["TF_NUM_INTRAOP_THREADS"]))
+    if "TF_NUM_INTEROP_THREADS" in os.environ:
+        tf.config.threading.set_inter_op_parallelism_threads(
+            int(os.environ["TF_NUM_INTEROP_THREADS"]))
 except RuntimeError:  # devices already initialised by an earlier import
     pass
 
@@ -64,13 +86,66 @@ def mixed_float16():
     keras.mixed_precision.set_global_policy(previous)
 
 
+# Seconds each test file took (setup, calls and teardown), written by
+# `pytest --write-file-seconds`; only the order of the run depends on it.
+FILE_SECONDS = pathlib.Path(__file__).with_name("file_seconds.json")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-file-seconds", action="store_true",
+                     help=f"after the run, write each test file's seconds to {FILE_SECONDS.name} "
+                          "(the costliest files are scheduled first)")
+
+
+def _read_file_seconds():
+    try:
+        return json.loads(FILE_SECONDS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _relative(path):
+    return pathlib.Path(path).resolve().relative_to(FILE_SECONDS.parents[1]).as_posix()
+
+
 def pytest_collection_modifyitems(config, items):
-    """Files with slow tests run first, the rest keep their order.
+    """Costliest files first; ties keep their collection order.
 
     With `--dist loadfile` each file goes whole to the next free worker in
-    collection order; a slow file collected last (tests/zoo/... sorts late)
-    would run alone at the end while the other worker idles. Longest jobs
-    first keeps both workers busy to the end.
+    the order given here (pytest.ini turns off xdist's own reordering, by
+    number of tests per file, which put the few long tests of the notebooks
+    and the main job last). Longest first keeps both workers busy to the end.
+    A file missing from file_seconds.json counts as the median file, or as
+    the costliest if it has a slow test.
     """
+    seconds = _read_file_seconds()
+    known = sorted(seconds.values())
+    typical, top = (statistics.median(known), known[-1]) if known else (0.0, 1.0)
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: order kept otherwise
+    cost = {}
+    for item in items:
+        if item.path not in cost:
+            cost[item.path] = seconds.get(_relative(item.path),
+                                          top if item.path in slow else typical)
+    items.sort(key=lambda item: -cost[item.path])  # stable
+
+
+_seconds_by_file = {}
+
+
+def pytest_runtest_logreport(report):
+    # On the xdist controller this sees every worker's reports.
+    path = report.nodeid.split("::")[0]
+    _seconds_by_file[path] = _seconds_by_file.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if session.config.getoption("--write-file-seconds") and not hasattr(session.config,
+                                                                         "workerinput"):
+        # Files this run did not reach keep their entry; deleted files lose theirs.
+        root = FILE_SECONDS.parents[1]
+        table = {path: value for path, value in _read_file_seconds().items()
+                 if (root / path).is_file()}
+        table.update((path, round(value, 1)) for path, value in _seconds_by_file.items())
+        FILE_SECONDS.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n",
+                                encoding="utf-8")
