@@ -133,6 +133,15 @@ CASES = [
     Case(layers.VariationalGaussianProcess,
          {"num_inducing_points": 3, "kernel_provider": "exponentiated_quadratic", "seed": 0},
          (2, 1), (2, 1), 7, 0, 1, 0, False),
+    # beta and its L2 loss; the sampling switch, the random features' W and b, the
+    # precision P. No seed: a plain call is the posterior mean, deterministic (its draws
+    # are tested in tests/layers/test_random_feature_gaussian_process.py).
+    Case(layers.RandomFeatureGaussianProcess, {"units": 3, "num_inducing": 8}, (2, 4), (2, 3),
+         1, 4, 1, 1, False),
+    # The wrapped Dense's kernel and bias; the power iteration's vector u.
+    Case(layers.SpectralNormalization,
+         {"layer": keras.layers.Dense(3), "norm_multiplier": 0.9}, (2, 4), (2, 3), 2, 1, 0, 0,
+         False),
 ]
 
 def _params(cases):

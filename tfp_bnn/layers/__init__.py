@@ -41,6 +41,9 @@ from tfp_bnn.layers.node_base import NodeLayer
 from tfp_bnn.layers.node_conv2d import NodeConv2D
 from tfp_bnn.layers.node_dense import NodeDense
 from tfp_bnn.layers.one_hot_categorical import OneHotCategorical
+from tfp_bnn.layers.random_feature_gaussian_process import RandomFeatureGaussianProcess
+from tfp_bnn.layers.random_feature_gaussian_process import mean_field_logits
+from tfp_bnn.layers.spectral_normalization import SpectralNormalization
 from tfp_bnn.layers.variational_gaussian_process import VariationalGaussianProcess
 
 __all__ = [
@@ -85,5 +88,8 @@ __all__ = [
     "NodeDense",
     "NodeLayer",
     "OneHotCategorical",
+    "RandomFeatureGaussianProcess",
+    "SpectralNormalization",
     "VariationalGaussianProcess",
+    "mean_field_logits",
 ]

@@ -1,0 +1,86 @@
+"""Spectral normalisation with SNGP's norm bound: `keras.layers.SpectralNormalization` plus c."""
+
+import keras
+from keras import ops
+
+from tfp_bnn import _validation
+from tfp_bnn.layers._mixed_precision import float32_variables
+
+
+def _unit(vector):
+    return vector / ops.maximum(ops.sqrt(ops.sum(ops.square(vector))), 1e-12)
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class SpectralNormalization(keras.layers.SpectralNormalization):
+    """Bounds the spectral norm of a layer's kernel by c (SNGP, Liu et al. 2020, eq. 7).
+
+    `keras.layers.SpectralNormalization` (Miyato et al. 2018) always rescales the kernel
+    to spectral norm 1: W <- W / sigma, sigma estimated by power iteration. SNGP bounds
+    it instead, W <- W / max(1, sigma / c): a kernel already inside the bound is left
+    alone, and c < 1 keeps a residual block x + g(x) distance preserving:
+    (1 - c) |x - y| <= |h(x) - h(y)| <= (1 + c) |x - y| (Liu et al. 2020, sec. 3.1).
+    Everything else is Keras's wrapper: in training calls the wrapped layer's kernel
+    variable is normalised in place before the layer runs, with `power_iterations`
+    steps per call on a persistent vector u. Inference calls use the kernel as it is:
+    after `fit` that is the last normalised kernel plus the optimizer's last step, so
+    its norm can exceed c by that step (and by the power iteration's estimate error).
+
+    Under mixed precision the normalisation reads and writes the kernel in its own
+    (float32) dtype; Keras's wrapper reads it autocast to float16 and so rounds the
+    float32 master weights to float16 in every training call.
+
+    Works on any layer with a `kernel` (Dense, Conv1D/2D/3D...) or `embeddings`. For a
+    convolution the bound is on the reshaped [k * k * in, out] kernel matrix, as in
+    Keras, not on the convolution operator's norm (edward2's `SpectralNormalizationConv2D`
+    iterates with the convolution itself); the two differ by at most a factor k.
+    `norm_multiplier=1` with a kernel above the bound is Keras's normalisation.
+
+    Args:
+        layer: the `keras.layers.Layer` to wrap.
+        norm_multiplier: c > 0, the bound on the spectral norm (SNGP uses 0.95).
+        power_iterations: positive int, power-iteration steps per training call.
+        **kwargs: base `keras.layers.Wrapper` arguments.
+
+    Call arguments:
+        inputs: the wrapped layer's inputs.
+        training: True normalises the kernel before the call.
+
+    Returns:
+        The wrapped layer's outputs.
+
+    Raises:
+        ValueError: for a bad `norm_multiplier` or `power_iterations`.
+
+    Example:
+    >>> dense = SpectralNormalization(keras.layers.Dense(64, activation="relu"),
+    ...                               norm_multiplier=0.95)
+    """
+
+    def __init__(self, layer, norm_multiplier=0.95, power_iterations=1, **kwargs):
+        power_iterations = _validation.integer("power_iterations", power_iterations)
+        super().__init__(layer, power_iterations=power_iterations, **kwargs)
+        self.norm_multiplier = _validation.positive("norm_multiplier", norm_multiplier)
+
+    def normalized_weights(self):
+        """(new u, W / max(1, sigma / c)) with sigma from `power_iterations` steps."""
+        matrix = ops.reshape(self.kernel, [-1, self.kernel_shape[-1]])
+        u = self.vector_u.value
+        for _ in range(self.power_iterations):
+            v = _unit(ops.matmul(u, ops.transpose(matrix)))
+            u = _unit(ops.matmul(v, matrix))
+        u, v = ops.stop_gradient(u), ops.stop_gradient(v)
+        sigma = ops.sum(ops.matmul(v, matrix) * u)
+        scale = ops.maximum(1.0, sigma / self.norm_multiplier)
+        kernel = ops.reshape(self.kernel / ops.cast(scale, self.kernel.dtype), self.kernel_shape)
+        return ops.cast(u, self.vector_u.dtype), ops.cast(kernel, self.kernel.dtype)
+
+    def call(self, inputs, training=False):
+        # The wrapped layer's own call still autocasts (it enters its own scope).
+        with float32_variables():
+            return super().call(inputs, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config["norm_multiplier"] = self.norm_multiplier
+        return config
