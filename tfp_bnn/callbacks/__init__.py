@@ -10,6 +10,7 @@ from tfp_bnn.callbacks.kl_schedules import KLSchedule
 from tfp_bnn.callbacks.kl_schedules import LinearWarmup
 from tfp_bnn.callbacks.kl_scheduler import KLScheduler
 from tfp_bnn.callbacks.kl_scheduler import consolidate_kl_logs
+from tfp_bnn.callbacks.reset_covariance import ResetCovariance
 
 __all__ = [
     "AtomicBackupAndRestore",
@@ -20,6 +21,7 @@ __all__ = [
     "KLSchedule",
     "KLScheduler",
     "LinearWarmup",
+    "ResetCovariance",
     "TrainingDiverged",
     "consolidate_kl_logs",
 ]
