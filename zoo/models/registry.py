@@ -3,7 +3,7 @@
 Example:
 >>> import zoo
 >>> zoo.list_models()[:3]
-['bayesian_transformer', 'bbb_mlp', 'bbb_mlp_heteroscedastic']
+['bayesian_lstm_forecaster', 'bayesian_transformer', 'bbb_mlp']
 >>> model = zoo.build_model("flipout_mlp", input_shape=(8,), num_train=927)
 >>> model = zoo.build_model("flipout_lenet", (8, 8, 1), task="classification",
 ...                         num_classes=10, num_train=1438)
@@ -20,6 +20,7 @@ from zoo.models.dvi import dvi_mlp
 from zoo.models.ensemble import deep_ensemble
 from zoo.models.flipout import flipout_lenet
 from zoo.models.flipout import flipout_mlp
+from zoo.models.lstm import bayesian_lstm_forecaster
 from zoo.models.mc_dropout import mc_dropout_mlp
 from zoo.models.node_bnn import node_bnn_mlp_flow
 from zoo.models.transformer import bayesian_transformer
@@ -122,6 +123,10 @@ _SPECS = (
               "Bayesian transformer block trained by moment propagation (no sampling)",
               "seed 000: sampling-free Bayesian transformer (Gaussian ELBO)",
               sampling_free=True),
+    ModelSpec("bayesian_lstm_forecaster", bayesian_lstm_forecaster, ("regression",),
+              ("sequence",),
+              "Bayesian LSTM forecaster, weights drawn once per sequence, learned noise",
+              "Fortunato et al. 2017, Bayesian Recurrent Neural Networks (arXiv:1704.02798)"),
     ModelSpec("dvi_mlp", dvi_mlp, ("regression",), _ALL_INPUTS,
               "MLP trained by moment propagation (no sampling), heteroscedastic",
               "Wu et al. 2019, Deterministic Variational Inference for Robust BNNs (ICLR)",

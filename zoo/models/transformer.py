@@ -41,6 +41,9 @@ from zoo.models import limits
 
 PATHS = ("mc", "moments")
 POOLINGS = ("last", "mean")
+# The learned log noise variance starts at -1 (variance 0.37 of a standardised target);
+# the LSTM forecaster beside it (`zoo.models.lstm`) starts there too.
+INITIAL_LOG_NOISE = -1.0
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -97,8 +100,9 @@ class TokenTransformerRegressor(keras.Model):
                                               estimator=estimator, seed=seed + 2, name="block")
         self.head = DenseReparameterization(horizon, bayesian_bias=True, seed=seed + 3,
                                             name="head")
-        self.log_noise = self.add_weight(name="log_noise", shape=(),
-                                         initializer=keras.initializers.Constant(-1.0))
+        self.log_noise = self.add_weight(
+            name="log_noise", shape=(),
+            initializer=keras.initializers.Constant(INITIAL_LOG_NOISE))
 
     def build(self, input_shape):
         tokens = (input_shape[0], self.num_tokens, self.width)

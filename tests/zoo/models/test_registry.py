@@ -10,9 +10,8 @@ import zoo
 from zoo.models import _common
 from zoo.models import registry
 
-NAMES = ["bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic", "deep_ensemble",
-         "dvi_mlp",
-         "flipout_lenet",
+NAMES = ["bayesian_lstm_forecaster", "bayesian_transformer", "bbb_mlp", "bbb_mlp_heteroscedastic",
+         "deep_ensemble", "dvi_mlp", "flipout_lenet",
          "flipout_mlp", "flipout_mlp_heteroscedastic", "mc_dropout_mlp",
          "mc_dropout_mlp_heteroscedastic", "node_bnn"]
 
@@ -50,11 +49,13 @@ def test_tasks_inputs_and_sampling_free_per_model():
     expected_tasks = {name: ("regression",) if name.endswith("_heteroscedastic") else both
                       for name in NAMES}
     expected_tasks["bayesian_transformer"] = ("regression",)
+    expected_tasks["bayesian_lstm_forecaster"] = ("regression",)
     expected_tasks["dvi_mlp"] = ("regression",)
     assert {name: zoo.get_spec(name).tasks for name in NAMES} == expected_tasks
     assert zoo.get_spec("flipout_lenet").inputs == ("image",)
     assert zoo.get_spec("bayesian_transformer").inputs == ("table", "sequence")
-    others = set(NAMES) - {"flipout_lenet", "bayesian_transformer"}
+    assert zoo.get_spec("bayesian_lstm_forecaster").inputs == ("sequence",)
+    others = set(NAMES) - {"flipout_lenet", "bayesian_transformer", "bayesian_lstm_forecaster"}
     assert all(zoo.get_spec(n).inputs == ("table", "image", "sequence") for n in others)
     assert [n for n in NAMES if zoo.get_spec(n).sampling_free] == ["bayesian_transformer",
                                                                     "dvi_mlp"]
@@ -80,6 +81,7 @@ def test_unknown_model_lists_the_available_ones(name):
     ("bbb_mlp_heteroscedastic", "classification"),
     ("mc_dropout_mlp_heteroscedastic", "classification"),
     ("bayesian_transformer", "classification"),
+    ("bayesian_lstm_forecaster", "classification"),
     ("bbb_mlp", "ranking"),
     ("flipout_mlp", None),
 ])
