@@ -33,7 +33,8 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
     Works on any layer with a `kernel` (Dense, Conv1D/2D/3D...) or `embeddings`. For a
     convolution the bound is on the reshaped [k * k * in, out] kernel matrix, as in
     Keras, not on the convolution operator's norm (edward2's `SpectralNormalizationConv2D`
-    iterates with the convolution itself); the two differ by at most a factor k.
+    iterates with the convolution itself): with stride 1 every input pixel is in k * k
+    patches, so the operator's norm is at most k c for a k x k kernel.
     `norm_multiplier=1` with a kernel above the bound is Keras's normalisation.
 
     Args:
