@@ -18,12 +18,18 @@ Example:
 >>> rows = evaluate_under_shift({"flipout_cnn": model}, tfp_bnn.data.load_digits())
 >>> print(format_table(summarize(rows)))
 
-The models of the script are those of `BUILDERS`; any function called as
-`builder(num_train=N, seed=S)` that returns a compiled Keras classifier with
-logits output can be added.
+The models of the script are the trainers of `TRAINERS` (`zoo.models.digits`:
+`trainer(data, epochs=, batch_size=, seed=)` -> `Trained`, with a Keras
+classifier of logits output): the one-stage ones build and train a network;
+`bayesianized_cnn` and `laplace_cnn` (`zoo.models.posthoc`) make a trained
+deterministic CNN Bayesian. When the `deterministic_cnn` row was trained
+before them in a run they start from its network (`STAGE1`), the very
+weights they would train themselves with the same seed, and their train
+seconds are its seconds plus their own second stage's.
 """
 
 import functools
+import json
 import sys
 import time
 
@@ -33,29 +39,38 @@ import tfp_bnn
 from tfp_bnn import _validation as check
 from tfp_bnn.data import corruptions as corruptions_lib
 from tfp_bnn.data.digits import load_digits
+from zoo.experiments.shift_tables import CLEAN
+from zoo.experiments.shift_tables import METRICS
+from zoo.experiments.shift_tables import aggregate_seeds
+from zoo.experiments.shift_tables import format_table
+from zoo.experiments.shift_tables import summarize
 from zoo.models import digits as digits_models
 from zoo.models import node_bnn
+from zoo.models import posthoc
+from zoo.models.digits import BuildAndTrain
 from zoo.models.flipout import flipout_mlp
 from zoo.run import report
 from zoo.run import scoring
 from zoo.run import flags
 
-BUILDERS = {
-    "deterministic_mlp": digits_models.deterministic_mlp,
-    "flipout_mlp": flipout_mlp,
-    "node_bnn_mlp_gaussian": node_bnn.node_bnn_mlp_gaussian,
-    "node_bnn_mlp_flow": node_bnn.node_bnn_mlp_flow,
-    "deterministic_cnn": digits_models.deterministic_cnn,
-    "flipout_cnn": digits_models.flipout_cnn,
-    "node_bnn_cnn_gaussian": node_bnn.node_bnn_cnn_gaussian,
-    "node_bnn_cnn_flow": node_bnn.node_bnn_cnn_flow,
+TRAINERS = {
+    "deterministic_mlp": BuildAndTrain(digits_models.deterministic_mlp),
+    "flipout_mlp": BuildAndTrain(flipout_mlp),
+    "node_bnn_mlp_gaussian": BuildAndTrain(node_bnn.node_bnn_mlp_gaussian),
+    "node_bnn_mlp_flow": BuildAndTrain(node_bnn.node_bnn_mlp_flow),
+    "deterministic_cnn": BuildAndTrain(digits_models.deterministic_cnn),
+    "flipout_cnn": BuildAndTrain(digits_models.flipout_cnn),
+    "node_bnn_cnn_gaussian": BuildAndTrain(node_bnn.node_bnn_cnn_gaussian),
+    "node_bnn_cnn_flow": BuildAndTrain(node_bnn.node_bnn_cnn_flow),
+    "bayesianized_cnn": posthoc.bayesianized_cnn,
+    "laplace_cnn": posthoc.laplace_cnn,
 }
+# The row whose trained network a two-stage row starts from (its `pretrained=`).
+STAGE1 = {"bayesianized_cnn": "deterministic_cnn", "laplace_cnn": "deterministic_cnn"}
 
 EPOCHS = digits_models.EPOCHS
 BATCH_SIZE = digits_models.BATCH_SIZE
 NUM_SAMPLES = 100
-METRICS = ("accuracy", "nll", "ece")
-CLEAN = "clean"
 
 
 def samples_for(model, num_samples: int) -> int:
@@ -124,156 +139,62 @@ def evaluate_under_shift(models, data, corruptions=None, intensities=corruptions
     return rows
 
 
-def summarize(rows: list) -> list:
-    """Per model and intensity, the mean of each metric over the corruptions.
+def train_models(names, data, epochs, batch_size, seed, trainers=None):
+    """Trains the models `names` of `trainers` (default `TRAINERS`) on `data`; prints progress.
+
+    A two-stage row of `STAGE1` gets the `Trained` of its stage-1 row as `pretrained=` when
+    that row was trained before it; its train seconds then include that row's.
+
+    Returns:
+        (dict name -> `Trained`, dict name -> train seconds).
+    """
+    trainers = TRAINERS if trainers is None else trainers
+    names = list(names)
+    unknown = [name for name in names if name not in trainers]
+    if unknown or not names:
+        raise ValueError(f"`names` must be some of {list(trainers)}, got {names!r}.")
+    trained, seconds = {}, {}
+    for name in names:
+        base = STAGE1.get(name)
+        reuse = {"pretrained": trained[base]} if base in trained else {}
+        begin = time.perf_counter()
+        trained[name] = trainers[name](data, epochs=epochs, batch_size=batch_size, seed=seed,
+                                       **reuse)
+        seconds[name] = time.perf_counter() - begin + (seconds[base] if reuse else 0.0)
+        model, history = trained[name].model, trained[name].history
+        logs = {key: values[-1] for key, values in history.history.items()}
+        print(f"{name}: {model.count_params()} parameters, trained in {seconds[name]:.1f} s"
+              + (f" (from the {base} network)" if reuse else "")
+              + f", final loss {logs['loss']:.3f}, train accuracy {logs['accuracy']:.3f}",
+              flush=True)
+    return trained, seconds
+
+
+def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, names=None, batch_size=BATCH_SIZE,
+        trainers=None):
+    """Trains the models of `TRAINERS` (or `names` of them), scores them; prints progress.
 
     Args:
-        rows: the list `evaluate_under_shift` returns.
+        trainers: dict name -> trainer replacing `TRAINERS` (e.g. smaller networks).
 
     Returns:
-        list of dicts with keys `model`, `intensity` (0 = clean),
-        `accuracy`, `nll`, `ece` (means), `count` (rows averaged) and
-        `num_samples`; models in order of first appearance, then by
-        intensity.
-    """
-    groups = {}
-    for row in rows:
-        groups.setdefault((row["model"], row["intensity"]), []).append(row)
-    order = {name: index for index, name in enumerate(dict.fromkeys(r["model"] for r in rows))}
-    summary = []
-    for (model, intensity), members in sorted(groups.items(),
-                                              key=lambda item: (order[item[0][0]], item[0][1])):
-        entry = {"model": model, "intensity": intensity}
-        for metric in METRICS:
-            entry[metric] = float(np.mean([member[metric] for member in members]))
-        entry["count"] = len(members)
-        entry["num_samples"] = members[0].get("num_samples")
-        summary.append(entry)
-    return summary
-
-
-_TITLES = {
-    "nll": ("NLL (nats, lower is better)", lambda v: f"{v:.3f}"),
-    "accuracy": ("Accuracy (%, higher is better)", lambda v: f"{100 * v:.1f}"),
-    "ece": ("ECE, 15 bins (lower is better)", lambda v: f"{v:.3f}"),
-}
-
-
-def _cell(entry, metric, fmt):
-    """`fmt(value)`, with "± s.e." when the entry is a mean over seeds."""
-    if entry is None:
-        return "–"
-    if f"{metric}_se" not in entry:
-        return fmt(entry[metric])
-    return f"{fmt(entry[metric])} ± {fmt(entry[metric + '_se'])}"
-
-
-def aggregate_seeds(summaries: list) -> list:
-    """Mean and standard error over seeds of each `summarize` entry.
-
-    Args:
-        summaries: one `summarize` list per seed (the same models and
-            intensities in each).
-
-    Returns:
-        list of dicts like `summarize`'s, each metric the mean over seeds,
-        with `<metric>_se` = sample std / sqrt(number of seeds) and `seeds`.
-    """
-    if len(summaries) < 2:
-        raise ValueError(f"`summaries` needs at least 2 seeds, got {len(summaries)}.")
-    keys = [[(e["model"], e["intensity"]) for e in summary] for summary in summaries]
-    if any(k != keys[0] for k in keys):
-        raise ValueError("every seed's summary must hold the same models and intensities.")
-    aggregated = []
-    for index, (model, intensity) in enumerate(keys[0]):
-        entries = [summary[index] for summary in summaries]
-        entry = {"model": model, "intensity": intensity, "seeds": len(entries),
-                 "count": entries[0]["count"], "num_samples": entries[0]["num_samples"]}
-        for metric in METRICS:
-            values = np.array([e[metric] for e in entries])
-            entry[metric] = float(values.mean())
-            entry[f"{metric}_se"] = float(values.std(ddof=1) / np.sqrt(len(values)))
-        aggregated.append(entry)
-    return aggregated
-
-
-def format_table(summary: list, train_seconds: dict | None = None) -> str:
-    """Markdown tables, models x intensities, of NLL, accuracy and ECE.
-
-    Column "clean" is intensity 0; columns 1-5 are means over the
-    corruptions; "mean 1-5" is the mean over the shifted columns. With
-    `train_seconds` (dict model -> seconds) a last table gives the training
-    wall time and the Monte Carlo samples of each model.
-
-    Args:
-        summary: the list `summarize` returns.
-        train_seconds: optional dict model name -> training seconds.
-
-    Returns:
-        str, Markdown for BENCHMARKS.md.
-    """
-    models = list(dict.fromkeys(entry["model"] for entry in summary))
-    levels = sorted({entry["intensity"] for entry in summary})
-    shifted = [level for level in levels if level > 0]
-    values = {(e["model"], e["intensity"]): e for e in summary}
-    header = ["model"] + [CLEAN if level == 0 else str(level) for level in levels]
-    if shifted:
-        header.append(f"mean {shifted[0]}-{shifted[-1]}" if len(shifted) > 1 else "mean")
-    lines = []
-    for metric in ("nll", "accuracy", "ece"):
-        title, fmt = _TITLES[metric]
-        lines += [f"{title}, by shift intensity (mean over the corruptions):", "",
-                  "| " + " | ".join(header) + " |",
-                  "|---|" + "---:|" * (len(header) - 1)]
-        for model in models:
-            cells = [_cell(values.get((model, level)), metric, fmt) for level in levels]
-            if shifted:
-                means = [values[model, level][metric] for level in shifted
-                         if (model, level) in values]
-                cells.append(fmt(float(np.mean(means))) if means else "–")
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
-        lines.append("")
-    if train_seconds:
-        samples = {e["model"]: e.get("num_samples") for e in summary}
-        lines += ["| model | MC samples T | train s |", "|---|---:|---:|"]
-        for model in models:
-            seconds = train_seconds.get(model)
-            lines.append(f"| {model} | {samples.get(model)} | "
-                         + ("–" if seconds is None else f"{seconds:.1f}") + " |")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, names=None, batch_size=BATCH_SIZE):
-    """Trains the models of `BUILDERS` (or `names` of them), scores them; prints progress.
-
-    Returns:
-        dict with `rows`, `summary`, `train_seconds` (per model),
-        `markdown` (the report) and `seconds` (total wall time).
+        dict with `rows`, `summary`, `train_seconds` (per model), `stage2_seconds` and
+        `details` (the two-stage models' `Trained.details`), `markdown` (the report) and
+        `seconds` (total wall time).
     """
     start = time.perf_counter()
-    names = list(BUILDERS) if names is None else list(names)
-    unknown = [name for name in names if name not in BUILDERS]
-    if unknown or not names:
-        raise ValueError(f"`names` must be some of {list(BUILDERS)}, got {names!r}.")
+    names = list(TRAINERS if trainers is None else trainers) if names is None else names
     data = load_digits(seed=seed)
     num_train = len(data["x_train"])
     print(f"digits 8x8: {num_train} train / {len(data['x_test'])} test, {epochs} epochs, "
           f"batch {batch_size}, seed {seed}, T = {num_samples}", flush=True)
-    models, train_seconds = {}, {}
-    for name in names:
-        model = BUILDERS[name](**digits_models.DIGITS, num_train=num_train, seed=seed)
-        begin = time.perf_counter()
-        history = digits_models.train(model, data, epochs=epochs, batch_size=batch_size,
-                                      seed=seed)
-        train_seconds[name] = time.perf_counter() - begin
-        logs = {key: values[-1] for key, values in history.history.items()}
-        print(f"{name}: {model.count_params()} parameters, trained in "
-              f"{train_seconds[name]:.1f} s, final loss {logs['loss']:.3f}, "
-              f"train accuracy {logs['accuracy']:.3f}", flush=True)
-        models[name] = model
+    trained, train_seconds = train_models(names, data, epochs, batch_size, seed, trainers)
+    details = {name: result.details for name, result in trained.items() if result.details}
+    stage2_seconds = {name: entry["posthoc_seconds"] for name, entry in details.items()
+                      if "posthoc_seconds" in entry}
     begin = time.perf_counter()
-    rows = evaluate_under_shift(models, data, num_samples=num_samples, seed=seed)
+    rows = evaluate_under_shift({name: result.model for name, result in trained.items()},
+                                data, num_samples=num_samples, seed=seed)
     evaluation_seconds = time.perf_counter() - begin
     summary = summarize(rows)
     corruption_names = ", ".join(corruptions_lib.CORRUPTIONS)
@@ -281,65 +202,77 @@ def run(epochs=EPOCHS, seed=0, num_samples=NUM_SAMPLES, names=None, batch_size=B
         f"Digits 8x8 ({num_train} train / {len(data['x_test'])} test, seed {seed}), "
         f"{epochs} epochs, batch {batch_size}; T = {num_samples} Monte Carlo samples for "
         f"stochastic models. Corruptions: {corruption_names} "
-        "(`tfp_bnn.data.corruptions`).\n\n" + format_table(summary, train_seconds)
+        "(`tfp_bnn.data.corruptions`).\n\n"
+        + format_table(summary, train_seconds, stage2_seconds)
     )
     return {"rows": rows, "summary": summary, "train_seconds": train_seconds,
+            "stage2_seconds": stage2_seconds, "details": details,
             "evaluation_seconds": evaluation_seconds, "markdown": markdown,
             "seconds": time.perf_counter() - start}
 
 
+def _mean_seconds(runs, key):
+    """Per model, the mean over `runs` of each run's `key` dict (models of the first run)."""
+    return {name: float(np.mean([r[key][name] for r in runs])) for name in runs[0][key]}
+
+
 def run_seeds(seeds, epochs=EPOCHS, num_samples=NUM_SAMPLES, names=None,
-              batch_size=BATCH_SIZE):
+              batch_size=BATCH_SIZE, trainers=None):
     """`run` once per seed (split, weights, noise, corruptions); mean ± s.e. tables.
 
     Returns:
         dict with `runs` (the `run` result of each seed), `summary` (the
-        `aggregate_seeds` list), `train_seconds` (mean per model), `markdown`
-        and `seconds`.
+        `aggregate_seeds` list), `train_seconds` and `stage2_seconds` (means per
+        model), `markdown` and `seconds`.
     """
     seeds = list(seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise ValueError(f"`seeds` must list at least 2 distinct seeds, got {seeds!r}.")
     start = time.perf_counter()
     runs = [run(epochs=epochs, seed=seed, num_samples=num_samples, names=names,
-                batch_size=batch_size) for seed in seeds]
+                batch_size=batch_size, trainers=trainers) for seed in seeds]
     summary = aggregate_seeds([result["summary"] for result in runs])
-    train_seconds = {name: float(np.mean([r["train_seconds"][name] for r in runs]))
-                     for name in runs[0]["train_seconds"]}
+    train_seconds = _mean_seconds(runs, "train_seconds")
+    stage2_seconds = _mean_seconds(runs, "stage2_seconds")
     markdown = (
         f"Digits 8x8, seeds {', '.join(map(str, seeds))} (each seed its own split, weights, "
         f"noise and corruptions), {epochs} epochs, batch {batch_size}; T = {num_samples}. "
         f"Mean ± standard error over the {len(seeds)} seeds; train s is the mean.\n\n"
-        + format_table(summary, train_seconds)
+        + format_table(summary, train_seconds, stage2_seconds)
     )
     return {"runs": runs, "summary": summary, "train_seconds": train_seconds,
-            "markdown": markdown, "seconds": time.perf_counter() - start}
+            "stage2_seconds": stage2_seconds, "markdown": markdown,
+            "seconds": time.perf_counter() - start}
 
 
 def build_parser():
     parser = flags.run_parser(
         "python -m zoo.experiments.covariate_shift",
-        "Train the digits classifiers of BUILDERS and print their accuracy, NLL and ECE on "
+        "Train the digits classifiers of TRAINERS and print their accuracy, NLL and ECE on "
         "clean and corrupted test images as Markdown tables.", EPOCHS, NUM_SAMPLES,
         "training epochs per model", "seed of the split, weights, noise and corruptions",
         "Monte Carlo samples for stochastic models")
     parser.add_argument("--models", default=None,
-                        help=f"comma-separated subset of {', '.join(BUILDERS)} (default: all)")
+                        help=f"comma-separated subset of {', '.join(TRAINERS)} (default: all)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run seeds --seed .. --seed + N - 1 and report mean ± s.e. "
                              "(default 1)")
-    parser.add_argument("--out", default=None, metavar="FILE.md",
-                        help="also write the Markdown tables to this file")
+    parser.add_argument("--out", default=None, metavar="FILE.md|FILE.json",
+                        help="also write the Markdown tables to this file (.json: the "
+                             "whole result, every seed's rows, as JSON)")
     return parser
 
 
-def _show(result):
+def _show(result, out=None):
+    """Prints the report and the wall time; returns (result, the text `--out` gets)."""
     print()
     print(result["markdown"], end="")
     timing = f"wall time {result['seconds']:.1f} s (load, train, score; imports not counted)"
     if "evaluation_seconds" in result:
         timing = f"evaluation {result['evaluation_seconds']:.1f} s; {timing}"
     print(f"\n{timing}")
+    if out is not None and out.endswith(".json"):
+        return result, json.dumps(result, indent=1) + "\n"
     return result, result["markdown"]
 
 
@@ -355,9 +288,9 @@ def main(argv=None):
     names = None
     if args.models is not None:
         names = [name.strip() for name in args.models.split(",") if name.strip()]
-        unknown = [name for name in names if name not in BUILDERS]
+        unknown = [name for name in names if name not in TRAINERS]
         if unknown or not names:
-            parser.error(f"--models must name some of {', '.join(BUILDERS)}, got {args.models!r}")
+            parser.error(f"--models must name some of {', '.join(TRAINERS)}, got {args.models!r}")
     if args.repeats < 1:
         parser.error(f"--repeats must be a positive int, got {args.repeats}")
     if args.repeats == 1:
@@ -365,7 +298,7 @@ def main(argv=None):
     else:
         work = functools.partial(run_seeds, range(args.seed, args.seed + args.repeats))
     report.write(parser, args.out, lambda: _show(
-        work(epochs=args.epochs, num_samples=args.samples, names=names)))
+        work(epochs=args.epochs, num_samples=args.samples, names=names), args.out))
     return 0
 
 

@@ -16,11 +16,19 @@ and num_classes. The models map [n, 8, 8, 1] images in [0, 1] to [n, 10] logits;
 variational ones minimise the per-example ELBO, mean NLL + KL / N, and `train` attaches the
 `KLScheduler` that keeps kl_weight = 1/N.
 
+A *trainer* turns data into a trained model: called as `trainer(data, epochs=, batch_size=,
+seed=)`, it returns a `Trained` (model, History, details). `BuildAndTrain(builder)` is the
+one-stage trainer (build, then `train`); the two-stage models of `zoo.models.posthoc` (a
+trained CNN made Bayesian) are trainers too.
+
 Example:
 >>> data = tfp_bnn.data.load_digits()
 >>> model = flipout_cnn(**DIGITS, num_train=len(data["x_train"]), seed=0)
 >>> history = train(model, data, epochs=60)
+>>> trained = BuildAndTrain(flipout_cnn)(data, epochs=60, seed=0)  # the same, as a trainer
 """
+
+import collections
 
 import keras
 
@@ -42,6 +50,11 @@ CNN_POOLS = 1
 CNN_UNITS = (64,)
 EPOCHS = 60
 BATCH_SIZE = 32
+
+Trained = collections.namedtuple("Trained", ["model", "history", "details"])
+Trained.__doc__ = """What a trainer returns: the trained classifier (logits output), the
+`keras.callbacks.History` of its last `fit`, and `details`, a dict of the numbers a stage
+without `fit` reports (e.g. a Laplace fit's seconds and prior precision; {} for one stage)."""
 
 
 def _dense(seed):
@@ -152,3 +165,41 @@ def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0):
         callbacks.append(KLScheduler(num_examples=len(x_train)))
     return model.fit(x_train, y_train, epochs=epochs, batch_size=batch_size,
                      callbacks=callbacks, verbose=verbose)
+
+
+class BuildAndTrain:
+    """The one-stage trainer: `builder(**DIGITS, num_train=N, seed=seed, **overrides)`, then
+    `train`.
+
+    Args:
+        builder: a digits builder of the common signature (`zoo.models._common`).
+        **overrides: more builder arguments (filters, hidden_units, ...).
+
+    Call arguments:
+        data: dict with `x_train` and `y_train` (as `load_digits` returns); N is their length.
+        epochs, batch_size, seed: as `train` (the seed also seeds the builder).
+
+    Returns:
+        A `Trained` with `details` = {}.
+
+    Example:
+    >>> trained = BuildAndTrain(deterministic_cnn, filters=(4, 8))(data, epochs=5, seed=0)
+    """
+
+    def __init__(self, builder, **overrides):
+        if not callable(builder):
+            raise TypeError(f"`builder` must be a callable, got {builder!r}.")
+        self.builder = builder
+        self.overrides = overrides
+
+    def __call__(self, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0):
+        if "x_train" not in data:
+            raise ValueError(f"`data` needs the key 'x_train'; it has {sorted(data)}.")
+        model = self.builder(**DIGITS, num_train=len(data["x_train"]), seed=seed,
+                             **self.overrides)
+        history = train(model, data, epochs=epochs, batch_size=batch_size, seed=seed)
+        return Trained(model, history, {})
+
+    def __repr__(self):
+        name = getattr(self.builder, "__name__", repr(self.builder))
+        return f"BuildAndTrain({name})"

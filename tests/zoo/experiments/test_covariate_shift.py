@@ -1,5 +1,6 @@
 """Tests of zoo.experiments.covariate_shift: the harness, its summary and tables, the script."""
 
+import json
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from tfp_bnn.data.corruptions import corrupt
 from tfp_bnn.data.digits import load_digits
 from zoo.experiments import covariate_shift
 from zoo.models import digits as digits_models
+from zoo.models import posthoc
 
 pytest.importorskip("sklearn")
 
@@ -119,56 +121,6 @@ def test_bad_models_or_data(models, data):
         covariate_shift.evaluate_under_shift(models, {"x_test": data["x_test"]})
 
 
-def _row(model, corruption, intensity, accuracy, nll, ece):
-    return {"model": model, "corruption": corruption, "intensity": intensity,
-            "accuracy": accuracy, "nll": nll, "ece": ece, "num_samples": 1}
-
-
-SYNTHETIC = [
-    _row("b", "clean", 0, 0.9, 0.3, 0.05),
-    _row("b", "x", 2, 0.5, 1.0, 0.20),
-    _row("b", "y", 2, 0.7, 2.0, 0.10),
-    _row("b", "x", 1, 0.8, 0.5, 0.10),
-    _row("b", "y", 1, 0.6, 0.7, 0.30),
-    _row("a", "clean", 0, 1.0, 0.1, 0.01),
-    _row("a", "x", 1, 0.4, 3.0, 0.40),
-    _row("a", "y", 1, 0.2, 5.0, 0.60),
-    _row("a", "x", 2, 0.1, 6.0, 0.70),
-    _row("a", "y", 2, 0.3, 8.0, 0.50),
-]
-
-
-def test_summarize_means_over_corruptions():
-    summary = covariate_shift.summarize(SYNTHETIC)
-    assert [(e["model"], e["intensity"]) for e in summary] == [
-        ("b", 0), ("b", 1), ("b", 2), ("a", 0), ("a", 1), ("a", 2)]
-    by_key = {(e["model"], e["intensity"]): e for e in summary}
-    assert by_key["b", 2]["accuracy"] == pytest.approx(0.6)
-    assert by_key["b", 2]["nll"] == pytest.approx(1.5)
-    assert by_key["a", 1]["ece"] == pytest.approx(0.5)
-    assert by_key["a", 0]["nll"] == pytest.approx(0.1)
-    assert [e["count"] for e in summary] == [1, 2, 2, 1, 2, 2]
-
-
-def test_format_table_content():
-    table = covariate_shift.format_table(covariate_shift.summarize(SYNTHETIC),
-                                         train_seconds={"a": 1.44, "b": 12.0})
-    lines = table.splitlines()
-    assert lines.count("| model | clean | 1 | 2 | mean 1-2 |") == 3
-    assert lines.count("|---|---:|---:|---:|---:|") == 3
-    nll = lines.index("| model | clean | 1 | 2 | mean 1-2 |")
-    assert lines[nll - 2].startswith("NLL")
-    # Rows in order of first appearance; mean 1-2 = mean of the two columns.
-    assert lines[nll + 2] == "| b | 0.300 | 0.600 | 1.500 | 1.050 |"
-    assert lines[nll + 3] == "| a | 0.100 | 4.000 | 7.000 | 5.500 |"
-    assert "| b | 90.0 | 70.0 | 60.0 | 65.0 |" in lines  # accuracy in %
-    assert "| a | 0.010 | 0.500 | 0.600 | 0.550 |" in lines  # ECE
-    assert "| model | MC samples T | train s |" in lines
-    assert "| a | 1 | 1.4 |" in lines
-    assert "| b | 1 | 12.0 |" in lines
-    assert "train s" not in covariate_shift.format_table(covariate_shift.summarize(SYNTHETIC))
-
-
 def test_format_table_of_the_harness(rows):
     table = covariate_shift.format_table(covariate_shift.summarize(rows))
     header = "| model | clean | 1 | 2 | 3 | 4 | 5 | mean 1-5 |"
@@ -177,11 +129,87 @@ def test_format_table_of_the_harness(rows):
         assert table.count(f"| {model} | ") == 3
 
 
-def test_builders_registry_has_the_four_families():
-    # Per architecture: deterministic, Flipout, node-BNN (Gaussian), node-BNN (flow).
-    assert list(covariate_shift.BUILDERS) == [
+def test_trainers_registry_has_the_four_families_and_the_post_hoc_cnns():
+    # Per architecture: deterministic, Flipout, node-BNN (Gaussian), node-BNN (flow); then
+    # the deterministic CNN made Bayesian after training.
+    assert list(covariate_shift.TRAINERS) == [
         "deterministic_mlp", "flipout_mlp", "node_bnn_mlp_gaussian", "node_bnn_mlp_flow",
-        "deterministic_cnn", "flipout_cnn", "node_bnn_cnn_gaussian", "node_bnn_cnn_flow"]
+        "deterministic_cnn", "flipout_cnn", "node_bnn_cnn_gaussian", "node_bnn_cnn_flow",
+        "bayesianized_cnn", "laplace_cnn"]
+    trainers = covariate_shift.TRAINERS
+    assert trainers["bayesianized_cnn"] is posthoc.bayesianized_cnn
+    assert trainers["laplace_cnn"] is posthoc.laplace_cnn
+    assert trainers["deterministic_cnn"].builder is digits_models.deterministic_cnn
+    assert covariate_shift.STAGE1 == {"bayesianized_cnn": "deterministic_cnn",
+                                      "laplace_cnn": "deterministic_cnn"}
+
+
+class _Recording:
+    """A trainer that calls `trainer` and keeps each call's keyword arguments and result."""
+
+    def __init__(self, trainer):
+        self.trainer, self.calls = trainer, []
+
+    def __call__(self, data, **kwargs):
+        result = self.trainer(data, **kwargs)
+        self.calls.append((kwargs, result))
+        return result
+
+
+@pytest.fixture(scope="module")
+def two_stage_run():
+    """run() with a tiny deterministic CNN and its Laplace.
+
+    `bayesianized_cnn` takes the same path (STAGE1, `pretrained=`); scoring a Flipout CNN on
+    the 26 test sets would double this fixture's time, and tests/zoo/models/test_posthoc.py
+    runs it with `pretrained=`.
+    """
+    trainers = {
+        "deterministic_cnn": _Recording(digits_models.BuildAndTrain(
+            digits_models.deterministic_cnn, filters=(4, 8), hidden_units=(16,))),
+        "laplace_cnn": _Recording(posthoc.laplace_cnn),
+    }
+    return trainers, covariate_shift.run(epochs=1, num_samples=NUM_SAMPLES, trainers=trainers)
+
+
+def test_run_starts_the_two_stage_rows_from_the_deterministic_row(two_stage_run):
+    trainers, result = two_stage_run
+    [(_, stage1)] = trainers["deterministic_cnn"].calls
+    [(kwargs, trained)] = trainers["laplace_cnn"].calls
+    assert kwargs["pretrained"] is stage1
+    assert kwargs["seed"] == 0 and kwargs["epochs"] == 1
+    # Its train seconds are the deterministic row's plus its own second stage's.
+    assert result["train_seconds"]["laplace_cnn"] > result["train_seconds"]["deterministic_cnn"]
+    assert result["stage2_seconds"] == {"laplace_cnn": trained.details["posthoc_seconds"]}
+    assert result["details"] == {"laplace_cnn": trained.details}
+    assert trained.details["prior_precision"] > 0
+
+
+def test_run_scores_the_two_stage_rows_by_monte_carlo(two_stage_run):
+    _, result = two_stage_run
+    samples = {row["model"]: row["num_samples"] for row in result["rows"]}
+    assert samples == {"deterministic_cnn": 1, "laplace_cnn": NUM_SAMPLES}
+    lines = result["markdown"].splitlines()
+    assert "| model | MC samples T | train s | of which stage 2 s |" in lines
+    assert any(line.startswith("| deterministic_cnn | 1 | ") and line.endswith(" | – |")
+               for line in lines)
+    assert result["markdown"].count("| laplace_cnn | ") == 4  # 3 metric tables + timing
+
+
+def test_show_writes_json_for_a_json_out(two_stage_run, capsys):
+    _, result = two_stage_run
+    assert covariate_shift._show(result, "shift.md")[1] == result["markdown"]
+    text = covariate_shift._show(result, "shift.json")[1]
+    loaded = json.loads(text)
+    assert loaded["rows"] == json.loads(json.dumps(result["rows"]))
+    assert loaded["details"]["laplace_cnn"]["prior_precision"] == pytest.approx(
+        result["details"]["laplace_cnn"]["prior_precision"])
+    assert "| laplace_cnn | " in capsys.readouterr().out
+
+
+def test_run_refuses_unknown_names():
+    with pytest.raises(ValueError, match=r"`names` must be some of .*got \['fog'\]"):
+        covariate_shift.run(epochs=1, names=["fog"])
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -210,7 +238,7 @@ def test_script_runs_end_to_end(tmp_path, capsys):
     stdout = capsys.readouterr().out
     header = "| model | clean | 1 | 2 | 3 | 4 | 5 | mean 1-5 |"
     assert stdout.count(header) == 3, stdout
-    for name in covariate_shift.BUILDERS:
+    for name in covariate_shift.TRAINERS:
         expected = 4 if name in names else 0  # 3 metric tables + timing
         assert stdout.count(f"| {name} | ") == expected, stdout
         assert (f"{name}: " in stdout) == (name in names), stdout
@@ -221,29 +249,3 @@ def test_script_runs_end_to_end(tmp_path, capsys):
     assert written in stdout
 
 
-def test_aggregate_seeds_gives_mean_and_standard_error():
-    first = covariate_shift.summarize(SYNTHETIC)
-    second = [{**entry, "nll": entry["nll"] + 1.0, "accuracy": entry["accuracy"] / 2}
-              for entry in first]
-    aggregated = covariate_shift.aggregate_seeds([first, second])
-    assert [(e["model"], e["intensity"]) for e in aggregated] == [
-        (e["model"], e["intensity"]) for e in first]
-    for entry, one, two in zip(aggregated, first, second):
-        assert entry["nll"] == pytest.approx(one["nll"] + 0.5)
-        # Two values a, a + 1: sample std 1/sqrt(2), s.e. = 1/2.
-        assert entry["nll_se"] == pytest.approx(0.5)
-        spread = abs(one["accuracy"] - two["accuracy"])
-        assert entry["accuracy_se"] == pytest.approx(spread / 2)
-        assert entry["ece_se"] == 0.0 and entry["seeds"] == 2
-    table = covariate_shift.format_table(aggregated)
-    assert "| b | 0.800 ± 0.500 | 1.100 ± 0.500 | 2.000 ± 0.500 | 1.550 |" in table
-
-
-def test_aggregate_seeds_refuses_one_seed_or_mismatched_runs():
-    summary = covariate_shift.summarize(SYNTHETIC)
-    with pytest.raises(ValueError, match="at least 2 seeds"):
-        covariate_shift.aggregate_seeds([summary])
-    with pytest.raises(ValueError, match="same models and intensities"):
-        covariate_shift.aggregate_seeds([summary, summary[:-1]])
-    with pytest.raises(ValueError, match="at least 2 distinct seeds"):
-        covariate_shift.run_seeds([3, 3])

@@ -125,3 +125,37 @@ def test_train_validates_arguments():
         digits_models.train(model, _tiny_data(), epochs=0)
     with pytest.raises(ValueError, match="'y_train'"):
         digits_models.train(model, {"x_train": np.zeros((2, 8, 8, 1))}, epochs=1)
+
+
+def test_build_and_train_is_build_then_train():
+    data = _tiny_data()
+    trainer = digits_models.BuildAndTrain(digits_models.deterministic_mlp, hidden_units=(8,))
+    trained = trainer(data, epochs=2, batch_size=16, seed=5)
+    assert isinstance(trained, digits_models.Trained) and trained.details == {}
+    assert len(trained.history.history["loss"]) == 2
+    assert [layer.units for layer in _layers(trained.model, keras.layers.Dense)] == [8, 10]
+    # The seed goes to the builder and to `train`: the same network as doing both by hand.
+    model = digits_models.deterministic_mlp(**DIGITS, num_train=64, hidden_units=(8,), seed=5)
+    digits_models.train(model, data, epochs=2, batch_size=16, seed=5)
+    for mine, theirs in zip(trained.model.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
+    assert repr(trainer) == "BuildAndTrain(deterministic_mlp)"
+
+
+def test_build_and_train_gives_the_builder_the_digits_and_n():
+    calls = []
+
+    def builder(**kwargs):
+        calls.append(kwargs)
+        return digits_models.deterministic_mlp(**{**kwargs, "hidden_units": (4,)})
+
+    digits_models.BuildAndTrain(builder, learning_rate=0.01)(_tiny_data(n=40), epochs=1,
+                                                             batch_size=40, seed=7)
+    assert calls == [{**DIGITS, "num_train": 40, "seed": 7, "learning_rate": 0.01}]
+
+
+def test_build_and_train_refuses_bad_arguments():
+    with pytest.raises(TypeError, match="`builder` must be a callable"):
+        digits_models.BuildAndTrain("deterministic_cnn")
+    with pytest.raises(ValueError, match="'x_train'"):
+        digits_models.BuildAndTrain(digits_models.deterministic_cnn)({"y_train": []}, epochs=1)
