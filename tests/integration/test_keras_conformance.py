@@ -24,10 +24,10 @@ KL = {"kl_weight": 0.1, "seed": 0}
 BASES = {layers.BayesianLayer, layers.NodeLayer}
 # Layers tested with this harness in their own test files, with what it cannot
 # give them here: integer inputs (the embedding) and a `keras.layers.RNN`
-# around the cell, as Keras tests its own cells (the LSTM cell; the GRU cell
-# shares its whole code path but the gates, which its Keras parity test covers).
+# around the cell, as Keras tests its own cells (the LSTM cells; the GRU cells
+# share their whole code path but the gates, which their Keras parity tests cover).
 OWN_HARNESS = {layers.EmbeddingReparameterization, layers.GRUCellReparameterization,
-               layers.LSTMCellReparameterization}
+               layers.LSTMCellReparameterization, layers.GRUCellFlipout, layers.LSTMCellFlipout}
 # Layers whose expensive checks (training step, mixed precision, float64, seeding)
 # are shared with a sibling: the 1D/3D convolutions run BayesianConvBase's
 # code as Conv2D does, only shapes differ, and their own test files run the

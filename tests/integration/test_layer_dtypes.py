@@ -66,6 +66,8 @@ LAYERS = {
         lambda: keras.layers.RNN(L.GRUCellReparameterization(2, seed=0)), [(2, 3, 4)]),
     "LSTMCellReparameterization": (
         lambda: keras.layers.RNN(L.LSTMCellReparameterization(2, seed=0)), [(2, 3, 4)]),
+    "GRUCellFlipout": (lambda: keras.layers.RNN(L.GRUCellFlipout(2, seed=0)), [(2, 3, 4)]),
+    "LSTMCellFlipout": (lambda: keras.layers.RNN(L.LSTMCellFlipout(2, seed=0)), [(2, 3, 4)]),
     "VariationalGaussianProcess": (
         lambda: L.VariationalGaussianProcess(3, "exponentiated_quadratic", seed=0), [(2, 1)]),
     "RandomFeatureGaussianProcess": (

@@ -1,9 +1,12 @@
 """Checks the variational LSTM and GRU cells share.
 
-tests/layers/test_lstm_cell_reparameterization.py and
-test_gru_cell_reparameterization.py run each of them on their cell, which
-also covers the shared base `tfp_bnn/layers/_recurrent_cell.py`.
+tests/layers/test_{lstm,gru}_cell_{reparameterization,flipout}.py run each
+of them on their cell, which also covers the shared modules
+`tfp_bnn/layers/_recurrent_cell.py` and `_recurrent_gates.py`; the
+`check_flipout_*` checks are the Flipout cells' own.
 """
+
+from unittest import mock
 
 import keras
 import numpy as np
@@ -12,6 +15,7 @@ from keras.src import testing
 
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers import EmbeddingReparameterization
+from tfp_bnn.layers._tracing import no_kl_trace
 from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.modes import set_mean_mode
 from tfp_bnn.testing.layer_test import check_fit_and_save
@@ -157,3 +161,100 @@ def check_fit_and_save_with_embedding(cell_cls):
                                  callbacks=[KLScheduler(num_examples=len(y))])
     data = history.history["data_loss"]
     assert data[-1] < 0.5 * data[0], data
+
+
+def _flipout_terms(kernel, row):
+    """Row `row`'s kernel in a Flipout pass: loc + delta * (s_row r_row^T)."""
+    loc, delta = _numpy(kernel.loc), _numpy(kernel.delta)
+    return loc + delta * np.outer(_numpy(kernel.sign_in)[row], _numpy(kernel.sign_out)[row])
+
+
+def check_flipout_rows_keep_their_weights(cell_cls, keras_rnn_cls, **cell_kwargs):
+    """Row n of a Flipout pass is Keras's RNN with W_n = loc + delta * (s_n r_n^T), U_n alike.
+
+    One pass is drawn and held fixed; every output step of every row must be
+    the Keras layer's with that row's weights: the perturbation and the sign
+    vectors are drawn once per pass, kept over the steps, and differ by row.
+    """
+    flags = dict(return_sequences=True)
+    rnn = keras.layers.RNN(cell_cls(UNITS, **cell_kwargs, **KL), **flags)
+    rnn.build(X.shape)
+    cell = rnn.cell
+    fixed = cell._draw_pass(tf.constant(X[:, 0]), training=True)
+    with mock.patch.object(cell, "_draw_pass", lambda step_input, training: fixed):
+        ours = _numpy(rnn(X, training=True))
+    keras_kwargs = {key: value for key, value in cell_kwargs.items() if key != "bayesian_bias"}
+    reference = keras_rnn_cls(UNITS, **keras_kwargs, **flags)
+    reference.build(X.shape)
+    rows = []
+    for row in range(len(X)):
+        reference.set_weights([_flipout_terms(fixed.kernel, row),
+                               _flipout_terms(fixed.recurrent_kernel, row), _numpy(fixed.bias)])
+        rows.append(_numpy(reference(X[row:row + 1]))[0])
+        np.testing.assert_allclose(ours[row], rows[-1], rtol=1e-5, atol=1e-6)
+    # The rows' weights differ: row 0's weights give row 1 another output.
+    reference.set_weights([_flipout_terms(fixed.kernel, 0),
+                           _flipout_terms(fixed.recurrent_kernel, 0), _numpy(fixed.bias)])
+    assert not np.allclose(_numpy(reference(X[1:2]))[0], rows[1], atol=1e-4)
+
+
+# z-score of the Monte Carlo checks below: a two-sided normal tail of 7e-6 each.
+Z = 4.5
+
+
+def check_flipout_variance(flipout_cls, reparameterization_cls, passes=1000):
+    """One step's pre-activation z = x @ W + h @ U of one example: Flipout's per-example
+    variance equals the reparameterization estimator's on the same posterior.
+
+    Each estimator runs `passes` training passes (a fresh draw each) on a batch
+    of two identical rows. Per output j, row 0's sample variance over the passes
+    estimates Var z_j; both estimators must give the analytic
+    sum_i x_i^2 sigma_W,ij^2 + sum_k h_k^2 sigma_U,kj^2. With S passes, a
+    sample variance of Gaussian z has relative s.e. sqrt(2 / (S - 1)), so a log
+    ratio of two estimates has s.e. 2 / sqrt(S - 1); the J outputs are
+    independent (given the signs each z_j is Gaussian with a variance free of
+    them), so their mean log ratio has s.e. 2 / sqrt((S - 1) J). The bounds are
+    Z of these. Flipout's point: within a pass, the two rows' perturbations
+    are uncorrelated (reparameterization's are equal); the sample correlation
+    has s.e. at most sqrt(3 / S) (the rows share delta, which at most triples
+    E[e_0^2 e_1^2] over sigma^4).
+    """
+    rng = np.random.default_rng(1)
+    x = np.repeat(rng.normal(size=(1, 4)), 2, axis=0).astype("float32")
+    h = np.repeat(rng.normal(size=(1, UNITS)), 2, axis=0).astype("float32")
+    cells = [cls(UNITS, **KL) for cls in (flipout_cls, reparameterization_cls)]
+    for cell in cells:
+        cell.build((None, 4))
+    for source, target in zip(cells[0].weights, cells[1].weights):
+        target.assign(source)  # the same posterior for both
+
+    def preactivations(cell):
+        @tf.function
+        def run():
+            out = tf.TensorArray(tf.float32, size=passes)
+            with no_kl_trace():
+                for i in tf.range(passes):
+                    weights = cell._draw_pass(tf.constant(x), training=True)
+                    out = out.write(i, cell._project(x, weights.kernel, weights)
+                                    + cell._project(h, weights.recurrent_kernel, weights))
+            return out.stack()
+        return run().numpy().astype(np.float64)  # [S, 2 rows, J]
+
+    flipout, reparameterization = (preactivations(cell) for cell in cells)
+    kernel_sd = _numpy(cells[0].kernel_posterior.distribution.stddev())
+    recurrent_sd = _numpy(cells[0].recurrent_kernel_posterior.distribution.stddev())
+    exact = x[0] ** 2 @ kernel_sd ** 2 + h[0] ** 2 @ recurrent_sd ** 2
+    variances = {name: z[:, 0].var(axis=0, ddof=1)
+                 for name, z in (("flipout", flipout), ("reparameterization", reparameterization))}
+    width = exact.shape[0]
+    ratio = np.log(variances["flipout"] / variances["reparameterization"])
+    assert np.all(np.abs(ratio) < Z * 2 / np.sqrt(passes - 1)), ratio
+    assert abs(ratio.mean()) < Z * 2 / np.sqrt((passes - 1) * width), ratio.mean()
+    for name, variance in variances.items():
+        assert abs(np.log(variance / exact).mean()) < Z * np.sqrt(2 / ((passes - 1) * width)), (
+            name, variance / exact)
+    np.testing.assert_array_equal(reparameterization[:, 0], reparameterization[:, 1])
+    centred = flipout - flipout.mean(axis=0)
+    correlation = (centred[:, 0] * centred[:, 1]).mean(0) / np.sqrt(
+        (centred[:, 0] ** 2).mean(0) * (centred[:, 1] ** 2).mean(0))
+    assert np.all(np.abs(correlation) < Z * np.sqrt(3 / passes)), correlation

@@ -23,6 +23,7 @@ from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
 from tfp_bnn.layers.dense_variational import DenseVariational
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.embedding_reparameterization import EmbeddingReparameterization
+from tfp_bnn.layers.gru_cell_flipout import GRUCellFlipout
 from tfp_bnn.layers.gru_cell_reparameterization import GRUCellReparameterization
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 from tfp_bnn.layers.heteroscedastic_regression import HeteroscedasticRegression
@@ -31,6 +32,7 @@ from tfp_bnn.layers.independent_bernoulli import IndependentBernoulli
 from tfp_bnn.layers.independent_logistic import IndependentLogistic
 from tfp_bnn.layers.independent_normal import IndependentNormal
 from tfp_bnn.layers.independent_poisson import IndependentPoisson
+from tfp_bnn.layers.lstm_cell_flipout import LSTMCellFlipout
 from tfp_bnn.layers.lstm_cell_reparameterization import LSTMCellReparameterization
 from tfp_bnn.layers.mc_dropout import MCDropout
 from tfp_bnn.layers.mixture_logistic import MixtureLogistic
@@ -70,6 +72,7 @@ __all__ = [
     "DenseVariational",
     "DistributionLambda",
     "EmbeddingReparameterization",
+    "GRUCellFlipout",
     "GRUCellReparameterization",
     "HeteroscedasticClassification",
     "HeteroscedasticRegression",
@@ -78,6 +81,7 @@ __all__ = [
     "IndependentLogistic",
     "IndependentNormal",
     "IndependentPoisson",
+    "LSTMCellFlipout",
     "LSTMCellReparameterization",
     "MCDropout",
     "MixtureLogistic",

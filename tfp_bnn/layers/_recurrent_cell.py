@@ -1,4 +1,4 @@
-"""What the variational LSTM and GRU cells share: one weight sample per sequence pass.
+"""What the variational LSTM and GRU cells share: weights drawn once per sequence pass.
 
 A Keras cell is called once per timestep inside `keras.layers.RNN`'s loop,
 but a Bayesian recurrent network draws its weights once per sequence and
@@ -16,8 +16,12 @@ steps, at the very weights the pass uses. A cell called on its own (outside
 `RNN`) draws at every call, as a Dense layer does, and its KL still counts
 once per outer call (`_kl_tracking`).
 
-Inside `tfp_bnn.predict`'s `sample_trace` (rows tiled S times) the pass holds
-S weight samples and tile s of the rows meets sample s at every step.
+Two estimators: `BayesianRNNCellBase` runs the whole batch on one weight
+sample per pass (reparameterization); `BayesianRNNCellFlipout` gives each
+row its own sign-flipped perturbation of it (Flipout). The gate equations
+live in `_recurrent_gates`. Inside `tfp_bnn.predict`'s `sample_trace` (rows
+tiled S times) the pass holds S weight samples and tile s of the rows meets
+sample s at every step, for both estimators.
 """
 
 import collections
@@ -29,6 +33,7 @@ from keras import ops
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from tfp_bnn import _validation
+from tfp_bnn import noise
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers._kl_tracking import _current_call_context
 from tfp_bnn.layers._mixed_precision import float32_variables
@@ -38,6 +43,30 @@ from tfp_bnn.layers._tracing import sample_context
 # tiled rows (a stacked bias is already repeated per row), else None.
 PassWeights = collections.namedtuple(
     "PassWeights", ["kernel", "recurrent_kernel", "bias", "samples"])
+
+
+class FlipoutKernel:
+    """A pass's Flipout kernel: row n of the batch multiplies by loc + delta * (s_n r_n^T).
+
+    x_n @ (loc + delta * s_n r_n^T) = x_n @ loc + ((x_n * s_n) @ delta) * r_n
+    (Wen et al. 2018), computed in the second form: two matmuls for the
+    batch. Slicing its columns (`kernel[..., :k]`, as the GRU's gates do)
+    slices loc, delta and the output signs alike, so a slice is the same
+    per-row kernel's columns.
+    """
+
+    def __init__(self, loc, delta, sign_in, sign_out):
+        self.loc = loc  # [fan_in, width]
+        self.delta = delta  # [fan_in, width], one draw for the pass
+        self.sign_in = sign_in  # [batch, fan_in]
+        self.sign_out = sign_out  # [batch, width]
+
+    def __getitem__(self, columns):
+        return FlipoutKernel(self.loc[columns], self.delta[columns], self.sign_in,
+                             self.sign_out[columns])
+
+    def project(self, x):
+        return ops.matmul(x, self.loc) + ops.matmul(x * self.sign_in, self.delta) * self.sign_out
 
 
 class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
@@ -140,8 +169,16 @@ class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
         recurrent_draw = self._draw(self.recurrent_kernel_params, seeds[2])
         bias, bias_draw = self._bias_value(noise_scale, seeds[1])
         self._add_kl(step_input, training, kernel_draw, bias_draw, recurrent_draw)
-        return PassWeights(self._sample(kernel_draw, noise_scale),
-                           self._sample(recurrent_draw, noise_scale), bias, None)
+        kernel, recurrent = self._pass_kernels(step_input, kernel_draw, recurrent_draw,
+                                               noise_scale, seeds[3])
+        return PassWeights(kernel, recurrent, bias, None)
+
+    def _pass_kernels(self, step_input, kernel_draw, recurrent_draw, noise_scale, seed):
+        """Kernel and recurrent kernel of a pass: here one sample each for the whole batch.
+
+        `seed` is the pass's spare seed pair (Flipout's signs).
+        """
+        return self._sample(kernel_draw, noise_scale), self._sample(recurrent_draw, noise_scale)
 
     def predictive_samples(self, num_samples):
         """(kernels, recurrent kernels, biases or None), S samples each (see `WeightSampling`)."""
@@ -163,7 +200,9 @@ class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
 
     @staticmethod
     def _project(x, kernel, weights):
-        """x @ kernel, or per tile x[tile s] @ kernel[s] for stacked samples."""
+        """x @ kernel, per tile x[tile s] @ kernel[s] for stacked samples, or Flipout's."""
+        if isinstance(kernel, FlipoutKernel):
+            return kernel.project(x)
         if weights.samples is None:
             return ops.matmul(x, kernel)
         tiles = tf.reshape(x, [weights.samples, -1, x.shape[-1]])
@@ -203,3 +242,36 @@ class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
             "recurrent_dropout": self.recurrent_dropout,
         })
         return config
+
+
+class BayesianRNNCellFlipout(BayesianRNNCellBase):
+    """A recurrent cell base with Flipout weight noise (Wen et al. 2018).
+
+    Once per pass it draws the perturbations delta_W, delta_U of kernel and
+    recurrent kernel and, for every row n of the batch, random sign vectors
+    s_n, r_n for each of the two matmuls; at every step row n then runs with
+    the kernels loc + delta * (s_n r_n^T) (`FlipoutKernel`). Each row sees
+    weights distributed as q for the whole sequence, as with one sample per
+    pass, but the rows' perturbations are uncorrelated, which lowers the
+    gradient's variance (Wen et al. regularise LSTMs with it, sec. 4). A
+    Bayesian bias is one draw per pass, as in `DenseFlipout`. Prediction
+    inside `tfp_bnn.predict` uses whole weight samples per tile, which have
+    the same distribution.
+    """
+
+    requires_location_scale = True
+
+    def _pass_kernels(self, step_input, kernel_draw, recurrent_draw, noise_scale, seed):
+        dtype = self.compute_dtype
+        shape = tf.shape(step_input)
+        width = self.gates * self.units
+        seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+
+        def flipout(draw, fan_in, sign_seeds):
+            loc = tf.cast(self.posterior.mean(draw.prepared), dtype)
+            delta = self._scaled(draw.perturbation, noise_scale)
+            return FlipoutKernel(loc, delta, noise.signs([shape[0], fan_in], dtype, sign_seeds[0]),
+                                 noise.signs([shape[0], width], dtype, sign_seeds[1]))
+
+        return (flipout(kernel_draw, shape[-1], seeds[:2]),
+                flipout(recurrent_draw, self.units, seeds[2:]))

@@ -1,14 +1,13 @@
 """GRU cell with variational weights, one weight sample per sequence pass."""
 
 import keras
-from keras import ops
 
-from tfp_bnn import _validation
 from tfp_bnn.layers._recurrent_cell import BayesianRNNCellBase
+from tfp_bnn.layers._recurrent_gates import GRUGates
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class GRUCellReparameterization(BayesianRNNCellBase):
+class GRUCellReparameterization(GRUGates, BayesianRNNCellBase):
     """Gated recurrent unit cell whose weights are drawn once per sequence.
 
     The Bayesian counterpart of `keras.layers.GRUCell` (Cho et al., 2014,
@@ -53,45 +52,3 @@ class GRUCellReparameterization(BayesianRNNCellBase):
     Example:
     >>> layer = keras.layers.RNN(GRUCellReparameterization(32))
     """
-
-    gates = 3
-
-    def __init__(self, units, reset_after=True, **kwargs):
-        super().__init__(units, **kwargs)
-        self.reset_after = _validation.boolean("reset_after", reset_after)
-        self.state_size = self.units
-
-    def _bias_shape(self):
-        width = self.gates * self.units
-        return (2, width) if self.reset_after else (width,)
-
-    def _step(self, inputs, recurrent_inputs, states, weights):
-        previous = states[0] if isinstance(states, (list, tuple)) else states
-        bias = weights.bias
-        if bias is not None and self.reset_after:
-            input_bias, recurrent_bias = bias[..., 0, :], bias[..., 1, :]
-        else:
-            input_bias, recurrent_bias = bias, None
-        projected = self._project(inputs, weights.kernel, weights)
-        if input_bias is not None:
-            projected = projected + input_bias
-        x_z, x_r, x_h = ops.split(projected, 3, axis=-1)
-        kernel = weights.recurrent_kernel
-        split = 3 * self.units if self.reset_after else 2 * self.units
-        inner = self._project(recurrent_inputs, kernel[..., :split], weights)
-        if recurrent_bias is not None:
-            inner = inner + recurrent_bias
-        u_z, u_r = inner[:, :self.units], inner[:, self.units:2 * self.units]
-        z = self.recurrent_activation(x_z + u_z)
-        r = self.recurrent_activation(x_r + u_r)
-        if self.reset_after:
-            u_h = r * inner[:, 2 * self.units:]
-        else:
-            u_h = self._project(r * recurrent_inputs, kernel[..., split:], weights)
-        h = z * previous + (1.0 - z) * self.activation(x_h + u_h)
-        return h, ([h] if isinstance(states, (list, tuple)) else h)
-
-    def get_config(self):
-        config = super().get_config()
-        config["reset_after"] = self.reset_after
-        return config

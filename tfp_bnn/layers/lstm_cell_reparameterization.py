@@ -1,29 +1,13 @@
 """LSTM cell with variational weights, one weight sample per sequence pass."""
 
 import keras
-from keras import ops
 
-from tfp_bnn import _validation
-from tfp_bnn.posteriors import seeded_initializer
 from tfp_bnn.layers._recurrent_cell import BayesianRNNCellBase
-
-
-class _ForgetGateBias(keras.initializers.Initializer):
-    """`inner` for the input, cell and output gates, ones for the forget gate (build only)."""
-
-    def __init__(self, inner, units):
-        self.inner = inner
-        self.units = units
-
-    def __call__(self, shape, dtype=None):
-        units = self.units
-        return ops.concatenate([self.inner((units,), dtype=dtype),
-                                ops.ones((units,), dtype=dtype),
-                                self.inner((2 * units,), dtype=dtype)])
+from tfp_bnn.layers._recurrent_gates import LSTMGates
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class LSTMCellReparameterization(BayesianRNNCellBase):
+class LSTMCellReparameterization(LSTMGates, BayesianRNNCellBase):
     """Long short-term memory cell whose weights are drawn once per sequence.
 
     The Bayesian counterpart of `keras.layers.LSTMCell` (Hochreiter &
@@ -69,38 +53,3 @@ class LSTMCellReparameterization(BayesianRNNCellBase):
     Example:
     >>> layer = keras.layers.RNN(LSTMCellReparameterization(32), return_sequences=True)
     """
-
-    gates = 4
-
-    def __init__(self, units, unit_forget_bias=True, **kwargs):
-        super().__init__(units, **kwargs)
-        self.unit_forget_bias = _validation.boolean("unit_forget_bias", unit_forget_bias)
-        self.state_size = [self.units, self.units]
-
-    def build(self, input_shape):
-        if not (self.unit_forget_bias and self.use_bias):
-            return super().build(input_shape)
-        # `_build_weights` reads `bias_initializer`; the config keeps the user's.
-        user = self.bias_initializer
-        seed = None if self.seed is None else self.seed + 2
-        self.bias_initializer = _ForgetGateBias(seeded_initializer(user, seed), self.units)
-        try:
-            super().build(input_shape)
-        finally:
-            self.bias_initializer = user
-
-    def _step(self, inputs, recurrent_inputs, states, weights):
-        z = (self._project(inputs, weights.kernel, weights)
-             + self._project(recurrent_inputs, weights.recurrent_kernel, weights))
-        if weights.bias is not None:
-            z = z + weights.bias
-        i, f, g, o = ops.split(z, 4, axis=-1)
-        c = (self.recurrent_activation(f) * states[1]
-             + self.recurrent_activation(i) * self.activation(g))
-        h = self.recurrent_activation(o) * self.activation(c)
-        return h, [h, c]
-
-    def get_config(self):
-        config = super().get_config()
-        config["unit_forget_bias"] = self.unit_forget_bias
-        return config
