@@ -21,6 +21,7 @@ NOTEBOOKS = (
     "node_bnn_flows.ipynb",
     "bayesian_transformer_moments.ipynb",
     "porting_from_tfp_layers.ipynb",
+    "uncertainty_for_your_model.ipynb",
 )
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 COLAB_URL = "https://colab.research.google.com/github/tfp-bnn/tfp_bnn/blob/main/colab/"
