@@ -95,9 +95,22 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             training and still ends exactly where an uninterrupted one does.
 
     Example:
-    >>> backup = AtomicBackupAndRestore("run/.backup", fingerprint=config)
-    >>> history = model.fit(x, y, epochs=20, callbacks=[backup])
-    >>> all_logs = backup.merged_history(history.history)   # all 20 epochs
+    >>> x = np.random.rand(32, 3).astype("float32")
+    >>> y = x.sum(axis=1, keepdims=True)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> backup = AtomicBackupAndRestore("run/backup", fingerprint={"units": 1},
+    ...                                 delete_checkpoint=False)
+    >>> history = model.fit(x, y, epochs=2, verbose=0, callbacks=[backup])
+    >>> backup.restored_epoch()
+    2
+
+    A second `fit` with the same directory (say after the process was
+    killed) resumes after epoch 2 and runs only epoch 3:
+
+    >>> history = model.fit(x, y, epochs=3, verbose=0, callbacks=[backup])
+    >>> len(history.history["loss"]), len(backup.merged_history(history.history)["loss"])
+    (1, 3)
     """
 
     def __init__(self, backup_dir, fingerprint=None, delete_checkpoint=True, save_interval=0.0):
@@ -123,7 +136,17 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     # --- reading the checkpoint -------------------------------------------
     def state(self):
-        """The saved state (dict) or None when there is no checkpoint yet."""
+        """The saved state, or None when there is no checkpoint yet.
+
+        Returns:
+            None, or a dict with the completed `epoch`, the `weights` file
+            name and its full `weights_path`, the `history` of the finished
+            epochs, the `fingerprint`, and the seed generators' states.
+
+        Raises:
+            ValueError: when `state.json` cannot be read, names a missing
+                weights file, or holds another fingerprint.
+        """
         if not os.path.exists(self._state_path):
             return None
         try:
@@ -147,12 +170,25 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         return state
 
     def restored_epoch(self):
-        """Epochs already completed according to the checkpoint (0 if none)."""
+        """Epochs already completed according to the checkpoint.
+
+        Returns:
+            An int, 0 when there is no checkpoint.
+        """
         state = self.state()
         return 0 if state is None else int(state["epoch"])
 
     def merged_history(self, history):
-        """Logs of all epochs: the checkpoint's (before a resume) + `history`."""
+        """Logs of all epochs: the checkpoint's (before a resume) + `history`.
+
+        Args:
+            history: the `History.history` dict of the `fit` that resumed
+                (or ran from the start).
+
+        Returns:
+            A dict from log key to a list of floats, one per epoch since the
+            first epoch of the run.
+        """
         merged = {key: list(values) for key, values in self._restored_history.items()}
         for key, values in history.items():
             merged.setdefault(key, []).extend(float(v) for v in values)
@@ -163,6 +199,13 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
         What `fit` does through `on_train_begin`; call it directly when the
         checkpoint already holds every planned epoch (nothing left to fit).
+
+        Args:
+            model: the built `keras.Model` the checkpoint was written from
+                (same architecture and fingerprint).
+
+        Returns:
+            The number of epochs the checkpoint completed (0 if none).
         """
         self.set_model(model)
         self.on_train_begin()

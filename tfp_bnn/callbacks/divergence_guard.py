@@ -19,6 +19,22 @@ class TrainingDiverged(FloatingPointError):
             holds now (the guard put them back), or None if it did not
             restore.
         summary: the first sentence of the message (where and what).
+
+    Args:
+        message: the full error message.
+        epoch: the `epoch` attribute.
+        batch: the `batch` attribute.
+        what: the `what` attribute.
+        value: the `value` attribute.
+        last_good_epoch: the `last_good_epoch` attribute.
+        summary: the `summary` attribute; None uses `message`.
+
+    Example:
+    >>> error = TrainingDiverged("Training diverged in epoch 2: loss is nan.", epoch=1,
+    ...                          batch=None, what="loss", value=float("nan"),
+    ...                          last_good_epoch=1)
+    >>> isinstance(error, FloatingPointError), error.epoch, error.summary
+    (True, 1, 'Training diverged in epoch 2: loss is nan.')
     """
 
     def __init__(self, message, epoch, batch, what, value, last_good_epoch, summary=None):
@@ -48,14 +64,22 @@ class DivergenceGuard(keras.callbacks.Callback):
     callbacks in the list so their epoch-end saves never see such weights.
 
     Args:
-        monitor: log keys checked after every batch (default: "loss").
-        restore: put the last good weights back before raising.
+        monitor: a log key or a sequence of them, checked after every batch
+            and at every epoch end (default: ("loss",)).
+        restore: put the last good weights back before raising (default
+            True).
 
     Example:
+    >>> x = np.ones((8, 2), "float32")
+    >>> y = np.full((8, 1), 1e20, "float32")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(keras.optimizers.SGD(1e10), "mse")
     >>> try:
-    ...     model.fit(x, y, epochs=50, callbacks=[DivergenceGuard()])
+    ...     model.fit(x, y, epochs=3, batch_size=4, verbose=0, callbacks=[DivergenceGuard()])
     ... except TrainingDiverged as error:
-    ...     model.save("last_good.keras")   # the weights of error.last_good_epoch
+    ...     print(error.summary, error.last_good_epoch)
+    ...     model.save("last_good.keras")   # the weights before the first epoch
+    Training diverged in epoch 1, batch ...: loss is inf. 0
     """
 
     def __init__(self, monitor=("loss",), restore=True):

@@ -23,6 +23,21 @@ def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
     sum is the model's KL term, and `loss - kl` is the data term, so both are
     visible in the history, for training entries and for their `val_`
     counterparts.
+
+    Args:
+        logs: a dict of log values, changed in place.
+        layer_names: names of the variational layers whose `<name>_kl`
+            (and `val_<name>_kl`) entries are summed; missing ones are skipped.
+        keep_per_layer: keep the per-layer entries (default: remove them).
+
+    Returns:
+        `logs`, with `kl` and `data_loss` (and `val_kl`, `val_data_loss`)
+        added when any per-layer entry was present.
+
+    Example:
+    >>> consolidate_kl_logs({"loss": 1.5, "dense_kl": 0.25, "out_kl": 0.25},
+    ...                     ["dense", "out"])
+    {'loss': 1.5, 'kl': 0.5, 'data_loss': 1.0}
     """
     for prefix in ("", "val_"):
         keys = [f"{prefix}{name}_kl" for name in layer_names]
@@ -64,8 +79,16 @@ class KLScheduler(keras.callbacks.Callback):
         per_layer_kl: keep each layer's `<layer>_kl` entry in the logs too.
 
     Example:
-    >>> model.fit(x, y, epochs=10,
-    ...           callbacks=[KLScheduler(len(x), schedule=LinearWarmup(epochs=5))])
+    >>> x = np.random.rand(32, 3).astype("float32")
+    >>> y = x.sum(axis=1, keepdims=True)
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(1)])
+    >>> model.compile("adam", "mse")
+    >>> scheduler = KLScheduler(len(x), schedule=kl_schedules.LinearWarmup(epochs=2))
+    >>> history = model.fit(x, y, epochs=2, verbose=0, callbacks=[scheduler])
+    >>> sorted(history.history)
+    ['data_loss', 'kl', 'kl_weight', 'loss']
+    >>> history.history["kl_weight"]  # one batch per epoch: factors 0 and 0.5, / 32
+    [0.0, 0.015625]
     """
 
     def __init__(self, num_examples, schedule="constant", per_layer_kl=False):

@@ -27,7 +27,14 @@ class ResetCovariance(keras.callbacks.Callback):
             would silently do nothing).
 
     Example:
-    >>> model.fit(x, y, epochs=10, callbacks=[tfp_bnn.callbacks.ResetCovariance()])
+    >>> x = np.random.rand(16, 4).astype("float32")
+    >>> y = (x[:, 0] > 0.5).astype("int32")
+    >>> model = keras.Sequential([
+    ...     keras.Input((4,)),
+    ...     tfp_bnn.layers.RandomFeatureGaussianProcess(2, num_inducing=32)])
+    >>> model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> history = model.fit(x, y, epochs=2, verbose=0,
+    ...                     callbacks=[tfp_bnn.callbacks.ResetCovariance()])
     """
 
     def on_train_begin(self, logs=None):
