@@ -137,7 +137,24 @@ def _affine(images, angles, shifts) -> np.ndarray:
 
 
 def gaussian_noise(images, intensity: int, seed: int = 0) -> np.ndarray:
-    """Adds N(0, std^2) noise per pixel, std = 0.1 * intensity; clips to [0, 1]."""
+    """Adds N(0, std^2) noise per pixel, std = 0.1 * intensity; clips to [0, 1].
+
+    Args:
+        images: shape [n, 8, 8, 1] or [n, 8, 8], finite values (the digits
+            of `load_digits` lie in [0, 1]).
+        intensity: int in 1..5 (see the table in the module docstring).
+        seed: non-negative int; the same seed gives the same noise, at every intensity only scaled.
+
+    Returns:
+        float32 images of the input's shape, clipped to [0, 1].
+
+    Example:
+    >>> images = np.zeros((2, 8, 8, 1), "float32")
+    >>> images[:, 2:6, 3:5] = 1.0   # a bar, 4 pixels tall and 2 wide
+    >>> noisy = gaussian_noise(images, intensity=2, seed=0)
+    >>> noisy.shape, noisy.dtype, bool(noisy.min() >= 0.0 and noisy.max() <= 1.0)
+    ((2, 8, 8, 1), dtype('float32'), True)
+    """
     x = _check_images(images)
     std = _level(NOISE_STD, intensity)
     noise = np.random.default_rng(check.seed(seed)).standard_normal(x.shape)
@@ -145,7 +162,24 @@ def gaussian_noise(images, intensity: int, seed: int = 0) -> np.ndarray:
 
 
 def gaussian_blur(images, intensity: int, seed: int = 0) -> np.ndarray:
-    """Gaussian filter with std 0.4-1.0 pixels (zero padding). The seed is unused."""
+    """Gaussian filter with std 0.4-1.0 pixels (zero padding). The seed is unused.
+
+    Args:
+        images: shape [n, 8, 8, 1] or [n, 8, 8], finite values (the digits
+            of `load_digits` lie in [0, 1]).
+        intensity: int in 1..5 (see the table in the module docstring).
+        seed: non-negative int (checked, not used: the blur is deterministic).
+
+    Returns:
+        float32 images of the input's shape, clipped to [0, 1].
+
+    Example:
+    >>> images = np.zeros((2, 8, 8, 1), "float32")
+    >>> images[:, 2:6, 3:5] = 1.0   # a bar, 4 pixels tall and 2 wide
+    >>> blurred = gaussian_blur(images, intensity=5)
+    >>> float(blurred.max()) < 1.0, float(blurred[0, 4, 2, 0]) > 0.0   # spread sideways
+    (True, True)
+    """
     x = _check_images(images)
     check.seed(seed)
     std = _level(BLUR_STD, intensity)
@@ -164,7 +198,24 @@ def gaussian_blur(images, intensity: int, seed: int = 0) -> np.ndarray:
 
 
 def rotation(images, intensity: int, seed: int = 0) -> np.ndarray:
-    """Rotates each image by +-6 * intensity degrees (sign drawn per image)."""
+    """Rotates each image by +-6 * intensity degrees (sign drawn per image).
+
+    Args:
+        images: shape [n, 8, 8, 1] or [n, 8, 8], finite values (the digits
+            of `load_digits` lie in [0, 1]).
+        intensity: int in 1..5 (see the table in the module docstring).
+        seed: non-negative int; the same seed gives the same signs.
+
+    Returns:
+        float32 images of the input's shape, clipped to [0, 1].
+
+    Example:
+    >>> images = np.zeros((2, 8, 8, 1), "float32")
+    >>> images[:, 2:6, 3:5] = 1.0   # a bar, 4 pixels tall and 2 wide
+    >>> turned = rotation(images, intensity=5, seed=0)   # +-30 degrees
+    >>> turned.shape, bool(np.any(turned != images))
+    ((2, 8, 8, 1), True)
+    """
     x = _check_images(images)
     degrees = _level(ROTATION_DEGREES, intensity)
     signs = np.random.default_rng(check.seed(seed)).choice([-1.0, 1.0], size=len(x))
@@ -172,7 +223,24 @@ def rotation(images, intensity: int, seed: int = 0) -> np.ndarray:
 
 
 def contrast(images, intensity: int, seed: int = 0) -> np.ndarray:
-    """m + c * (x - m), m = the image mean, c = 0.75 .. 0.3. The seed is unused."""
+    """m + c * (x - m), m = the image mean, c = 0.75 .. 0.3. The seed is unused.
+
+    Args:
+        images: shape [n, 8, 8, 1] or [n, 8, 8], finite values (the digits
+            of `load_digits` lie in [0, 1]).
+        intensity: int in 1..5 (see the table in the module docstring).
+        seed: non-negative int (checked, not used: the contrast change is deterministic).
+
+    Returns:
+        float32 images of the input's shape, clipped to [0, 1].
+
+    Example:
+    >>> images = np.zeros((2, 8, 8, 1), "float32")
+    >>> images[:, 2:6, 3:5] = 1.0   # a bar, 4 pixels tall and 2 wide
+    >>> faded = contrast(images, intensity=3)   # c = 0.5, image mean m = 0.125
+    >>> float(faded[0, 0, 0, 0]), float(faded[0, 3, 3, 0])   # m - c m, m + c (1 - m)
+    (0.0625, 0.5625)
+    """
     x = _check_images(images)
     check.seed(seed)
     factor = _level(CONTRAST_FACTOR, intensity)
@@ -181,7 +249,24 @@ def contrast(images, intensity: int, seed: int = 0) -> np.ndarray:
 
 
 def translation(images, intensity: int, seed: int = 0) -> np.ndarray:
-    """Shifts each image by 0.2 * intensity pixels in a direction drawn per image."""
+    """Shifts each image by 0.2 * intensity pixels in a direction drawn per image.
+
+    Args:
+        images: shape [n, 8, 8, 1] or [n, 8, 8], finite values (the digits
+            of `load_digits` lie in [0, 1]).
+        intensity: int in 1..5 (see the table in the module docstring).
+        seed: non-negative int; the same seed gives the same directions.
+
+    Returns:
+        float32 images of the input's shape, clipped to [0, 1].
+
+    Example:
+    >>> images = np.zeros((2, 8, 8, 1), "float32")
+    >>> images[:, 2:6, 3:5] = 1.0   # a bar, 4 pixels tall and 2 wide
+    >>> shifted = translation(images, intensity=5, seed=0)   # 1 pixel
+    >>> shifted.shape, bool(np.any(shifted != images))
+    ((2, 8, 8, 1), True)
+    """
     x = _check_images(images)
     pixels = _level(SHIFT_PIXELS, intensity)
     directions = np.random.default_rng(check.seed(seed)).uniform(0.0, 2.0 * np.pi, len(x))
@@ -216,7 +301,10 @@ def corrupt(images, name: str, intensity: int, seed: int = 0) -> np.ndarray:
             intensity outside 1..5, a bad shape or non-finite values.
 
     Example:
+    >>> x_test = tfp_bnn.data.load_digits()["x_test"]
     >>> blurred = corrupt(x_test, "gaussian_blur", 5)
+    >>> blurred.shape, blurred.dtype
+    ((359, 8, 8, 1), dtype('float32'))
     """
     if not isinstance(name, str) or name not in CORRUPTIONS:
         raise ValueError(f"Unknown corruption {name!r}; available: {sorted(CORRUPTIONS)}.")

@@ -46,7 +46,10 @@ def stratified_split(labels, test_fraction: float = 0.2, seed: int = 0) -> tuple
 
     Args:
         labels: integer class ids, shape [n]; every class needs >= 2 examples.
-        test_fraction, seed: as in `tfp_bnn.data.train_test_split`, per class.
+        test_fraction: share of each class held out, in (0, 1) (default
+            0.2); each class holds out round(its size * test_fraction), at
+            least one, leaving at least one.
+        seed: non-negative int seed of the permutations.
 
     Returns:
         `(train_index, test_index)` as `tfp_bnn.data.train_test_split` returns.

@@ -9,7 +9,19 @@ from tfp_bnn import _validation as check
 
 
 def steps_per_epoch(num_examples, batch_size):
-    """Batches per epoch (the last one may be smaller)."""
+    """Batches per epoch (the last one may be smaller).
+
+    Args:
+        num_examples: number of rows, a positive int.
+        batch_size: rows per batch, a positive int.
+
+    Returns:
+        ceil(num_examples / batch_size), an int.
+
+    Example:
+    >>> steps_per_epoch(100, 32)
+    4
+    """
     return math.ceil(num_examples / batch_size)
 
 
@@ -25,14 +37,30 @@ def shuffled_epochs(x, y, batch_size, seed, epochs, first_epoch=0):
     keeps one iterator across epochs.
 
     Args:
-        x, y: arrays with the same number of rows (y may be None).
-        batch_size: positive int; seed: non-negative int.
-        epochs: total epochs of the run; first_epoch: where this part starts.
+        x: array of inputs, one row per example.
+        y: array of targets with as many rows as `x`, or None for a dataset
+            of inputs only.
+        batch_size: rows per batch, a positive int.
+        seed: non-negative int; with the epoch it fixes each epoch's order.
+        epochs: total epochs of the run, a positive int.
+        first_epoch: the 0-based epoch this part of the run starts at
+            (default 0), smaller than `epochs`.
+
+    Returns:
+        A `tf.data.Dataset` of `(x_batch, y_batch)` tuples (of `x_batch`
+        alone when `y` is None), the batches of epoch `first_epoch` first.
 
     Example:
-    >>> data = shuffled_epochs(x, y, 32, seed=0, epochs=100, first_epoch=start)
-    >>> model.fit(data, epochs=100, initial_epoch=start,
-    ...           steps_per_epoch=steps_per_epoch(len(x), 32))
+    >>> x = np.arange(20, dtype="float32").reshape(10, 2)
+    >>> y = np.arange(10, dtype="float32")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> start = 1   # resuming: epoch 0 ran before
+    >>> data = shuffled_epochs(x, y, 4, seed=0, epochs=2, first_epoch=start)
+    >>> history = model.fit(data, epochs=2, initial_epoch=start, verbose=0,
+    ...                     steps_per_epoch=steps_per_epoch(len(x), 4))
+    >>> [len(batch_y) for _, batch_y in data]   # epoch 1's three batches
+    [4, 4, 2]
     """
     batch_size, seed = check.integer("batch_size", batch_size), check.seed(seed)
     epochs = check.integer("epochs", epochs)

@@ -24,16 +24,15 @@ from tfp_bnn.data.uci import text_lines
 
 
 def read_series_csv(path, value_column: int = 1) -> tuple:
-    """Reads a CSV with a header line and one (label, value) row per time step.
+    r"""Reads a CSV with a header line and one (label, value) row per time step.
 
     Args:
         path: the file (str or path-like).
-        value_column: 0-based column of the numbers; column 0 is taken as
-            the time label.
-
-    Values are read by `tfp_bnn.data.uci.parse_number`: ASCII decimal
-    notation (`-2`, `.5`, `1E+05`), finite and at most float32's maximum
-    (about 3.4e38) in magnitude, since models train in float32.
+        value_column: 0-based column of the numbers (default 1); column 0
+            is taken as the time label. Values are read by
+            `tfp_bnn.data.uci.parse_number`: ASCII decimal notation (`-2`,
+            `.5`, `1E+05`), finite and at most float32's maximum (about
+            3.4e38) in magnitude, since models train in float32.
 
     Returns:
         `(labels, values)`: a list of str and a float64 array, in file order.
@@ -44,6 +43,14 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
             not text; naming the file for a missing, non-regular (FIFO,
             device, directory), oversized or unreadable file or one with no
             data row.
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "series.csv")
+    >>> with open(path, "w") as stream:
+    ...     _ = stream.write("month,value\n2020-01,3.5\n2020-02,4\n")
+    >>> read_series_csv(path)
+    (['2020-01', '2020-02'], array([3.5, 4. ]))
     """
     path = os.fspath(path)
     value_column = check.integer("value_column", value_column)
@@ -68,7 +75,16 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
 
 
 def sunspots_path() -> pathlib.Path:
-    """Path of the packaged monthly sunspot table."""
+    """Path of the packaged monthly sunspot table.
+
+    Returns:
+        A `pathlib.Path` to `monthly-sunspots.csv` (header, then "YYYY-MM",
+        value rows), read by `load_sunspots`.
+
+    Example:
+    >>> sunspots_path().name
+    'monthly-sunspots.csv'
+    """
     return pathlib.Path(resources.files("tfp_bnn.data") / "sunspots" / "monthly-sunspots.csv")
 
 
@@ -77,6 +93,11 @@ def load_sunspots() -> tuple:
 
     Returns:
         `(months, values)`: labels "YYYY-MM" and a float64 array [2820].
+
+    Example:
+    >>> months, values = load_sunspots()
+    >>> months[0], months[-1], values.shape
+    ('1749-01', '1983-12', (2820,))
     """
     return read_series_csv(sunspots_path())
 
@@ -84,9 +105,21 @@ def load_sunspots() -> tuple:
 def make_windows(series, window: int) -> tuple:
     """All (window past values -> next value) pairs of a 1-D series.
 
+    Args:
+        series: 1-D array of n finite values in time order.
+        window: past values per input, an int with 1 <= window < n.
+
     Returns:
         `(x, y)`: x [n - window, window], y [n - window], where row t holds
         series[t : t + window] and its target series[t + window].
+
+    Example:
+    >>> x, y = make_windows(np.arange(5.0), window=3)
+    >>> x
+    array([[0., 1., 2.],
+           [1., 2., 3.]])
+    >>> y
+    array([3., 4.])
     """
     series = check.vector("series", series)
     window = check.integer("window", window)
@@ -121,6 +154,12 @@ def forecasting_split(series, window: int, test_size: int, validation_size: int 
         `x_test`, `y_test` (x as [n, window, 1], scaled; y as [n], scaled)
         and `scaler`, the fitted `Standardizer` (its `inverse_transform`
         maps predictions back to the series' units).
+
+    Example:
+    >>> months, values = load_sunspots()
+    >>> split = forecasting_split(values, window=12, test_size=120, validation_size=60)
+    >>> split["x_train"].shape, split["x_validation"].shape, split["x_test"].shape
+    ((2628, 12, 1), (60, 12, 1), (120, 12, 1))
     """
     test_size = check.integer("test_size", test_size)
     validation_size = check.integer("validation_size", validation_size, minimum=0)

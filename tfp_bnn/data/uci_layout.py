@@ -138,10 +138,19 @@ class UCIDataset:
         splits: list of (train_index, test_index) int64 arrays.
 
     Example:
-    >>> data = UCIDataset("../shared/data/uci/concrete")
+    A directory holding `data.txt` (the last column the target, no split
+    files, so 5 seeded 90/10 splits are generated):
+
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> x, y = tfp_bnn.data.load_concrete()
+    >>> np.savetxt(os.path.join(directory, "data.txt"), np.column_stack([x, y])[:100])
+    >>> data = UCIDataset(directory, num_splits=5)
     >>> len(data.splits), data.x.shape
-    (20, (1030, 8))
+    (5, (100, 8))
     >>> split = data.split(0)   # standardised with training statistics
+    >>> split["x_train"].shape, split["y_test"].shape
+    ((90, 8), (10,))
     """
 
     def __init__(self, path, num_splits=20, test_fraction=0.1, seed=0):
@@ -229,6 +238,10 @@ class UCIDataset:
     def split(self, k, dtype="float32"):
         """Split k, inputs and target standardised with its training statistics.
 
+        Args:
+            k: index of the split, 0 <= k < len(self.splits).
+            dtype: numpy dtype of the standardised arrays.
+
         Returns:
             dict with `x_train`, `y_train`, `x_test`, `y_test` (standardised,
             `dtype`), `x_scaler`, `y_scaler` (their `inverse_transform` maps
@@ -242,6 +255,11 @@ class UCIDataset:
 
         `split(k)` is this for split k; other partitions (e.g. a validation
         cut of the training rows) get the same treatment.
+
+        Args:
+            train: row indices (or a boolean mask) of the training rows.
+            test: row indices (or a boolean mask) of the test rows.
+            dtype: numpy dtype of the standardised arrays.
 
         Returns:
             dict as `split`.
