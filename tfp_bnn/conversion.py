@@ -223,9 +223,19 @@ def bayesianize(model, layers="all", method="reparameterization", delta=0.1, pri
         A new `keras.Model` of the same kind (compiled as `model` was).
 
     Example:
-    >>> bnn = tfp_bnn.bayesianize(trained_cnn, method="flipout", delta=0.1)
-    >>> bnn.compile("adam", "sparse_categorical_crossentropy")
-    >>> bnn.fit(x, y, callbacks=[tfp_bnn.callbacks.KLScheduler(num_examples=len(x))])
+    >>> x = np.random.rand(32, 4).astype("float32")
+    >>> y = (x.sum(axis=1) > 2).astype("int32")
+    >>> trained = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+    ...                             keras.layers.Dense(2, activation="softmax")])
+    >>> trained.compile("adam", "sparse_categorical_crossentropy")
+    >>> bnn = tfp_bnn.bayesianize(trained, method="flipout", delta=0.1)
+    >>> [type(layer).__name__ for layer in bnn.layers]
+    ['DenseFlipout', 'DenseFlipout']
+    >>> with tfp_bnn.mean_mode(bnn):   # posterior means = the trained weights
+    ...     print(np.allclose(bnn(x), trained(x), atol=1e-6))
+    True
+    >>> history = bnn.fit(x, y, epochs=1, verbose=0,
+    ...                   callbacks=[tfp_bnn.callbacks.KLScheduler(num_examples=len(x))])
     """
     if not isinstance(model, keras.Model) or not _is_graph_model(model):
         raise ValueError("`model` must be a Sequential or functional keras.Model (a subclassed "

@@ -22,7 +22,24 @@ def _is_stochastic(layer):
 
 
 def bayesian_layers(model):
-    """The stochastic layers in `model` (a layer or model), nested ones included."""
+    """The stochastic layers in `model` (a layer or model), nested ones included.
+
+    Stochastic layers sample at inference and have a mean-mode switch: the
+    variational layers, `MCDropout` and the node-based layers.
+
+    Args:
+        model: a Keras model or layer.
+
+    Returns:
+        A list of layers in the model's order (`[model]` if `model` is one).
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(4),
+    ...                           keras.layers.Dropout(0.5), tfp_bnn.layers.MCDropout(0.1),
+    ...                           keras.layers.Dense(1)])
+    >>> [type(layer).__name__ for layer in tfp_bnn.bayesian_layers(model)]
+    ['DenseFlipout', 'MCDropout']
+    """
     if _is_stochastic(model):
         return [model]
     return [layer for layer in model._flatten_layers(include_self=False) if _is_stochastic(layer)]
@@ -33,6 +50,19 @@ def kl_layers(model):
 
     They own a `kl_weight` variable (variational and node-based layers; MC
     dropout has none), which `tfp_bnn.callbacks.KLScheduler` sets.
+
+    Args:
+        model: a Keras model or layer.
+
+    Returns:
+        A list of layers in the model's order.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(4),
+    ...                           keras.layers.Dropout(0.5), tfp_bnn.layers.MCDropout(0.1),
+    ...                           keras.layers.Dense(1)])
+    >>> [type(layer).__name__ for layer in tfp_bnn.kl_layers(model)]
+    ['DenseFlipout']
     """
     return [layer for layer in bayesian_layers(model) if hasattr(layer, "kl_weight")]
 
@@ -49,8 +79,14 @@ def set_mean_mode(model, enabled=True):
         The number of variational layers switched.
 
     Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> x = np.ones((1, 3), "float32")
     >>> tfp_bnn.set_mean_mode(model)        # deterministic predictions
+    1
+    >>> bool(np.all(model(x) == model(x)))
+    True
     >>> tfp_bnn.set_mean_mode(model, False) # back to sampling
+    1
     """
     layers = bayesian_layers(model)
     for layer in layers:
@@ -59,7 +95,22 @@ def set_mean_mode(model, enabled=True):
 
 
 def is_mean_mode(model):
-    """True if every variational layer of `model` is in mean mode."""
+    """True if every stochastic layer of `model` is in mean mode.
+
+    Args:
+        model: a Keras model or layer.
+
+    Returns:
+        A bool; False when the model has no stochastic layer.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> tfp_bnn.is_mean_mode(model)
+    False
+    >>> with tfp_bnn.mean_mode(model):
+    ...     print(tfp_bnn.is_mean_mode(model))
+    True
+    """
     layers = bayesian_layers(model)
     return bool(layers) and all(float(layer.sampling.numpy()) == 0.0 for layer in layers)
 
@@ -68,9 +119,21 @@ def is_mean_mode(model):
 def mean_mode(model, enabled=True):
     """Context manager: mean mode inside the block, previous states after it.
 
+    Args:
+        model: a Keras model or layer.
+        enabled: the mode inside the block: True for posterior means, False
+            to sample (e.g. inside a block that set mean mode).
+
+    Yields:
+        `model`.
+
     Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> x = np.ones((4, 3), "float32")
     >>> with tfp_bnn.mean_mode(model):
-    ...     y = model.predict(x)
+    ...     y = model.predict(x, verbose=0)
+    >>> y.shape, tfp_bnn.is_mean_mode(model)   # sampling again after the block
+    ((4, 2), False)
     """
     layers = bayesian_layers(model)
     previous = [float(layer.sampling.numpy()) for layer in layers]

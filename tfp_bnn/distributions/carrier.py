@@ -18,7 +18,29 @@ _TRANSPARENT_OPS = ("Cast", "Identity", "ExpandDims", "Squeeze", "Reshape")
 
 
 def attach(value, distribution):
-    """Makes `value` (a tensor) carry `distribution`; returns `value`."""
+    """Makes `value` (a tensor) carry `distribution`; returns `value`.
+
+    What a distribution layer does to the tensor it returns: the tensor
+    keeps its values (a sample, or the mean) for Keras, and gains the
+    distribution and its methods (`FORWARDED_METHODS`: `log_prob`, `mean`,
+    `stddev`, ...) for the loss and the user, as TFP's layers' outputs do.
+
+    Args:
+        value: an eager or symbolic `tf.Tensor`, usually a sample of
+            `distribution`.
+        distribution: the `tfd.Distribution` to attach.
+
+    Returns:
+        `value` itself, changed in place.
+
+    Example:
+    >>> normal = tfp.distributions.Normal(loc=[0.0, 1.0], scale=1.0)
+    >>> value = attach(normal.mean(), normal)
+    >>> value.stddev().numpy()
+    array([1., 1.], dtype=float32)
+    >>> distribution_of(value) is normal
+    True
+    """
     setattr(value, _ATTRIBUTE, distribution)
     for name in FORWARDED_METHODS:
         setattr(value, name, getattr(distribution, name))
@@ -36,7 +58,21 @@ def _find(tensor, depth=8):
 
 
 def carries_distribution(tensor):
-    """True if `tensor` is (a cast or reshape of) a distribution layer's output."""
+    """True if `tensor` is (a cast or reshape of) a distribution layer's output.
+
+    Args:
+        tensor: any value; tensors made by casting, squeezing or reshaping
+            a carrying tensor in a graph count as carrying.
+
+    Returns:
+        A bool; False (never an error) for anything else.
+
+    Example:
+    >>> layer = tfp_bnn.layers.IndependentNormal(1)
+    >>> output = layer(np.zeros((2, 2), "float32"))
+    >>> carries_distribution(output), carries_distribution(output + 1.0)
+    (True, False)
+    """
     try:
         return _find(tensor) is not None
     except (AttributeError, TypeError, ValueError):
@@ -60,8 +96,11 @@ def distribution_of(tensor):
             tensor).
 
     Example:
-    >>> yhat = model(x_test)                      # last layer IndependentNormal(1)
-    >>> tfp_bnn.distributions.distribution_of(yhat).stddev()
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
+    ...                           tfp_bnn.layers.IndependentNormal(1)])
+    >>> yhat = model(np.zeros((4, 3), "float32"))
+    >>> tfp_bnn.distributions.distribution_of(yhat).stddev().shape
+    TensorShape([4, 1])
     """
     distribution = _find(tensor) if tf.is_tensor(tensor) or hasattr(tensor, _ATTRIBUTE) else None
     if distribution is None:

@@ -23,6 +23,21 @@ def negative_log_likelihood(y_true, y_pred):
 
     The function form of `NegativeLogLikelihood`; the same as TFP's
     `lambda y, rv_y: -rv_y.log_prob(y)`.
+
+    Args:
+        y_true: targets, shaped like one sample of the distribution (or
+            with one axis of size 1 more or less, aligned as Keras does);
+            cast to the distribution's floating dtype.
+        y_pred: the output of a tfp_bnn distribution layer.
+
+    Returns:
+        A tensor of -log p(y_true), one value per example (the batch shape).
+
+    Example:
+    >>> layer = tfp_bnn.layers.IndependentNormal(1)
+    >>> y_pred = layer(np.zeros((2, 2), "float32"))   # loc 0, scale softplus(0)
+    >>> negative_log_likelihood(np.zeros((2, 1)), y_pred).numpy().round(4)
+    array([0.5524, 0.5524], dtype=float32)
     """
     distribution = distribution_of(y_pred)
     y = _aligned(y_true, y_pred)
@@ -46,7 +61,10 @@ class NegativeLogLikelihood(keras.losses.Loss):
     (mean NLL + KL / N).
 
     Args:
-        reduction, name, dtype: as in `keras.losses.Loss`.
+        reduction: as in `keras.losses.Loss`; the default
+            "sum_over_batch_size" is the mean over the batch.
+        name: the loss' name.
+        dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Call arguments:
         y_true: targets, shaped like one sample of the output distribution
@@ -57,7 +75,12 @@ class NegativeLogLikelihood(keras.losses.Loss):
         The reduced NLL.
 
     Example:
+    >>> x = np.random.rand(16, 3).astype("float32")
+    >>> y = x.sum(axis=1, keepdims=True)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
+    ...                           tfp_bnn.layers.IndependentNormal(1)])
     >>> model.compile("adam", loss=tfp_bnn.losses.NegativeLogLikelihood())
+    >>> history = model.fit(x, y, epochs=1, verbose=0)
     """
 
     def __init__(self, reduction="sum_over_batch_size", name="negative_log_likelihood",
