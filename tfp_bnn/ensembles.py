@@ -38,11 +38,16 @@ M = 5 ensemble of 8-50-2 MLPs trained 1.2-2x faster than with the members run on
 the same graph, `benchmarks/ensemble.py` on a shared 2-core machine).
 
 Example:
->>> members = [build_mlp(seed=m) for m in range(5)]
+>>> x = np.random.rand(32, 4).astype("float32")
+>>> y = x.sum(axis=1, keepdims=True)
+>>> members = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+...                              keras.layers.Dense(2)]) for m in range(3)]
 >>> ensemble = tfp_bnn.ensembles.deep_ensemble(members)
 >>> ensemble.compile("adam", loss=tfp_bnn.ensembles.MemberLoss(tfp_bnn.losses.GaussianNLL()))
->>> ensemble.fit(x, y, epochs=40)
->>> tfp_bnn.predict.regression(ensemble, x_test, num_samples=5).mean
+>>> history = ensemble.fit(x, y, epochs=2, verbose=0)
+>>> prediction = tfp_bnn.predict.regression(ensemble, x[:5], num_samples=3)
+>>> prediction.mean.shape
+(5,)
 """
 
 import keras
@@ -58,7 +63,21 @@ def _shapes(tensors):
 
 
 def check_members(members):
-    """`members` as a list of M >= 1 distinct built Keras models with the same signature."""
+    """`members` as a list of M >= 1 distinct built Keras models with the same signature.
+
+    Args:
+        members: a list or tuple of built functional or Sequential models,
+            each with one input and one output, of the same shapes as the
+            first member's, no model twice.
+
+    Returns:
+        The members as a list (ValueError naming the first bad member).
+
+    Example:
+    >>> member = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> check_members([member, keras.models.clone_model(member)])[0] is member
+    True
+    """
     if isinstance(members, keras.Model) or not isinstance(members, (list, tuple)):
         raise ValueError(f"`members` must be a list of Keras models, got "
                          f"{type(members).__name__}.")
@@ -133,6 +152,13 @@ class EnsembleMembers(keras.layers.Layer):
 
     Returns:
         [B, M, ...] (outside `sample_trace`) or [S * B, ...], tile s from member s mod M.
+
+    Example:
+    >>> members = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    ...            for m in range(3)]
+    >>> layer = EnsembleMembers(members)
+    >>> layer(np.zeros((5, 4), "float32")).shape, layer.vectorized
+    (TensorShape([5, 3, 2]), True)
     """
 
     def __init__(self, members, vectorize=True, **kwargs):
@@ -242,9 +268,13 @@ class MemberLoss(keras.losses.Loss):
     """A member loss applied to each member's output [:, m] of a deep ensemble, summed over m.
 
     Args:
-        loss: the loss of one member (a Keras loss object or name), e.g.
-            `tfp_bnn.losses.GaussianNLL()`; its reduction is kept.
+        loss: the loss of one member, a `keras.losses.Loss` instance (e.g.
+            `tfp_bnn.losses.GaussianNLL()`) or a Loss class name such as
+            "MeanSquaredError" (a function name such as "mse" is refused).
         name: name of the loss.
+        reduction: as in `keras.losses.Loss`; None (default) keeps the
+            reduction of `loss`.
+        dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Call arguments:
         y_true: the targets, as the member loss takes them.
@@ -252,6 +282,13 @@ class MemberLoss(keras.losses.Loss):
 
     Returns:
         Per example, the sum over members of the member loss, reduced as `loss` reduces.
+
+    Example:
+    >>> loss = MemberLoss("MeanSquaredError")
+    >>> y_true = np.zeros((2, 1), "float32")
+    >>> y_pred = np.ones((2, 3, 1), "float32")   # 3 members, each off by 1
+    >>> float(loss(y_true, y_pred))
+    3.0
     """
 
     def __init__(self, loss, name="member_loss", reduction=None, dtype=None):
@@ -282,8 +319,23 @@ class MemberLoss(keras.losses.Loss):
 
 
 def mixture_accuracy(y_true, y_pred):
-    """Per example, 1.0 if the mixture's most probable class (mean of the M members'
-    softmax over logits y_pred [B, M, C]) is the label y_true, else 0.0."""
+    """Per example, 1.0 if the mixture's most probable class is the label, else 0.0.
+
+    The mixture's class probabilities are the mean of the M members'
+    softmax over their logits.
+
+    Args:
+        y_true: integer labels [B] (or [B, 1]).
+        y_pred: member logits [B, M, C].
+
+    Returns:
+        A float tensor [B] of 1.0 (correct) and 0.0.
+
+    Example:
+    >>> logits = np.array([[[2.0, 0.0], [0.0, 1.0]]], "float32")   # 1 example, 2 members
+    >>> mixture_accuracy(np.array([0]), logits).numpy()
+    array([1.], dtype=float32)
+    """
     probs = tf.reduce_mean(tf.nn.softmax(tf.convert_to_tensor(y_pred), axis=-1), axis=1)
     return keras.metrics.sparse_categorical_accuracy(y_true, probs)
 
@@ -295,6 +347,13 @@ class MixtureAccuracy(keras.metrics.MeanMetricWrapper):
     Args:
         name: name of the metric.
         dtype: as in `keras.metrics.Metric`.
+
+    Example:
+    >>> metric = MixtureAccuracy()
+    >>> metric.update_state(np.array([0, 1]), np.array([[[2.0, 0.0], [0.0, 1.0]],
+    ...                                                 [[2.0, 0.0], [1.0, 0.0]]]))
+    >>> float(metric.result())
+    0.5
     """
 
     def __init__(self, name="accuracy", dtype=None):
@@ -315,6 +374,14 @@ def deep_ensemble(members, vectorize=True, name="deep_ensemble"):
 
     Returns:
         A `keras.Model` with outputs [B, M, ...]; compile it with `MemberLoss(member_loss)`.
+
+    Example:
+    >>> members = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    ...            for m in range(5)]
+    >>> ensemble = deep_ensemble(members)
+    >>> ensemble.compile("adam", loss=MemberLoss(tfp_bnn.losses.GaussianNLL()))
+    >>> ensemble.output.shape
+    (None, 5, 2)
     """
     members = check_members(members)
     spec = members[0].inputs[0]
@@ -324,7 +391,20 @@ def deep_ensemble(members, vectorize=True, name="deep_ensemble"):
 
 
 def members_of(model):
-    """The member models of a `deep_ensemble` model (ValueError for any other model)."""
+    """The member models of a `deep_ensemble` model.
+
+    Args:
+        model: a model made by `deep_ensemble` (or loaded from its file).
+
+    Returns:
+        The list of the M member models (ValueError for another model).
+
+    Example:
+    >>> members = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    ...            for m in range(2)]
+    >>> members_of(deep_ensemble(members)) == members
+    True
+    """
     for layer in getattr(model, "layers", []):
         if isinstance(layer, EnsembleMembers):
             return list(layer.members)
