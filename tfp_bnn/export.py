@@ -63,9 +63,13 @@ def export_saved_model(model, path, input_signature=None):
         `path`.
 
     Example:
-    >>> export_saved_model(model, "/tmp/bnn")
-    >>> served = tf.saved_model.load("/tmp/bnn")
-    >>> served.serve_mean(x)  # deterministic
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+    >>> x = np.random.rand(2, 4).astype("float32")
+    >>> path = export_saved_model(model, os.path.join(tempfile.mkdtemp(), "bnn"))
+    >>> served = tf.saved_model.load(path)
+    >>> served.serve_mean(x).shape   # deterministic: the posterior means
+    TensorShape([2, 3])
     """
     engine.check_model(model)
     target = check_new_path(path)
@@ -241,9 +245,15 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
         `path`.
 
     Example:
-    >>> export_predictive(model, "/tmp/bnn_predictive", task="classification")
-    >>> served = tf.saved_model.load("/tmp/bnn_predictive")
-    >>> served.serve(x, tf.constant(100))["mutual_information"]
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+    >>> x = np.random.rand(2, 4).astype("float32")
+    >>> path = os.path.join(tempfile.mkdtemp(), "bnn_predictive")
+    >>> path = export_predictive(model, path, task="classification", output="logits",
+    ...                          samples_per_call=10)
+    >>> served = tf.saved_model.load(path)
+    >>> served.serve(x, tf.constant(100))["mutual_information"].shape
+    TensorShape([2])
     """
     output, noise_variance, samples_per_call, target = _check_export_args(
         model, path, task, output, noise_variance, samples_per_call)

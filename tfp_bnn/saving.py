@@ -18,9 +18,17 @@ exception stays attached as `__cause__`.
   `model.export`), with its `serve` endpoint.
 
 Example:
->>> model = tfp_bnn.load_model("runs/lenet/model.keras")
->>> served = tfp_bnn.load_predictive("runs/lenet/predictive")
->>> served.serve(x, tf.constant(100))["probabilities"]
+>>> import os, tempfile
+>>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+>>> x = np.random.rand(2, 4).astype("float32")
+>>> directory = tempfile.mkdtemp()
+>>> model.save(os.path.join(directory, "model.keras"))
+>>> again = tfp_bnn.load_model(os.path.join(directory, "model.keras"))
+>>> path = tfp_bnn.export.export_predictive(model, os.path.join(directory, "predictive"),
+...                                         task="classification", output="logits")
+>>> served = tfp_bnn.load_predictive(path)
+>>> served.serve(x, tf.constant(100))["probabilities"].shape
+TensorShape([2, 3])
 """
 
 import os
@@ -129,8 +137,15 @@ def load_model(path, safe_mode=True, compile=True):
             original error is the `__cause__`.
 
     Example:
-    >>> model.save("bnn.keras")
-    >>> again = tfp_bnn.load_model("bnn.keras")
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+    >>> x = np.random.rand(2, 4).astype("float32")
+    >>> path = os.path.join(tempfile.mkdtemp(), "bnn.keras")
+    >>> model.save(path)
+    >>> again = tfp_bnn.load_model(path)
+    >>> with tfp_bnn.mean_mode(model), tfp_bnn.mean_mode(again):
+    ...     print(np.allclose(model(x), again(x)))
+    True
     """
     path, info = _check_path(path, "load_model")
     check_keras_archive(path, info.st_mode)
@@ -217,8 +232,14 @@ def load_predictive(path):
             original error is the `__cause__`.
 
     Example:
-    >>> tfp_bnn.export.export_predictive(model, "bnn_predictive")
-    >>> served = tfp_bnn.load_predictive("bnn_predictive")
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+    >>> x = np.random.rand(2, 4).astype("float32")
+    >>> path = os.path.join(tempfile.mkdtemp(), "bnn_predictive")
+    >>> path = tfp_bnn.export.export_predictive(model, path, output="mean", noise_variance=0.1)
+    >>> served = tfp_bnn.load_predictive(path)
+    >>> sorted(served.serve(x, tf.constant(50)))
+    ['aleatoric_variance', 'epistemic_variance', 'mean', 'stddev']
     """
     path, info = _check_path(path, "load_predictive")
     if not stat.S_ISDIR(info.st_mode):
