@@ -35,6 +35,19 @@ class KernelProvider(ConfigObject):
     `layer.add_weight` and return a copy holding them), the `kernel`
     property of that copy and `get_config`. `feature_ndims` is the number of
     trailing input axes one index point has (1: points are vectors).
+
+    Example:
+    >>> class LinearProvider(KernelProvider):
+    ...     def build(self, layer):
+    ...         built = LinearProvider()
+    ...         built.bias = layer.add_weight(name="bias", shape=(), initializer="ones")
+    ...         return built
+    ...     @property
+    ...     def kernel(self):
+    ...         return tfp.math.psd_kernels.Linear(bias_amplitude=self.bias)
+    >>> layer = tfp_bnn.layers.VariationalGaussianProcess(4, kernel_provider=LinearProvider())
+    >>> layer(np.zeros((2, 3), "float32")).shape
+    TensorShape([2, 1])
     """
 
     feature_ndims = 1
@@ -69,6 +82,15 @@ class ExponentiatedQuadraticProvider(KernelProvider):
         amplitude_multiplier: factor on the unconstrained amplitude weight, > 0.
         length_scale_multiplier: factor on the unconstrained length-scale weight, > 0.
         trainable: whether `fit` learns a and l.
+
+    Example:
+    >>> provider = ExponentiatedQuadraticProvider(amplitude=2.0, length_scale=0.5)
+    >>> built = provider.build(keras.layers.Layer())
+    >>> kernel = built.kernel
+    >>> float(kernel.amplitude), float(kernel.length_scale)
+    (2.0, 0.5)
+    >>> float(kernel.apply(np.zeros(3, "float32"), np.zeros(3, "float32")))  # a^2
+    4.0
     """
 
     def __init__(self, amplitude=1.0, length_scale=1.0, amplitude_multiplier=1.0,
@@ -82,7 +104,15 @@ class ExponentiatedQuadraticProvider(KernelProvider):
         self.variables = None  # (amplitude, length_scale) weights on the copy `build` returns
 
     def build(self, layer):
-        """Adds the weights `amplitude` and `length_scale` to `layer`; returns the built copy."""
+        """Adds the weights `amplitude` and `length_scale` to `layer`.
+
+        Args:
+            layer: the Keras layer that owns the weights (the GP layer).
+
+        Returns:
+            A new provider with the same configuration whose `kernel` reads
+            those weights; this provider stays unbuilt.
+        """
         built = type(self)(**self.get_config())
         weights = []
         for name, value, multiplier in (
@@ -125,5 +155,18 @@ _PROVIDERS = {"exponentiated_quadratic": ExponentiatedQuadraticProvider}
 
 
 def get(identifier):
-    """Resolves `identifier` (a `KernelProvider`, a name or a serialized dict) to a provider."""
+    """Resolves `identifier` (a `KernelProvider`, a name or a serialized dict) to a provider.
+
+    Args:
+        identifier: a `KernelProvider` (returned as it is), the name
+            "exponentiated_quadratic" (built with default arguments), or the
+            dict `keras.saving.serialize_keras_object` made of a provider.
+
+    Returns:
+        A `KernelProvider`.
+
+    Example:
+    >>> get("exponentiated_quadratic")
+    ExponentiatedQuadraticProvider(amplitude=1.0, length_scale=1.0, ...)
+    """
     return resolve(identifier, KernelProvider, _PROVIDERS, "kernel_provider")

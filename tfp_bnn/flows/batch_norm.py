@@ -30,7 +30,8 @@ class BatchNormFlow(_common.FlowBijector):
 
     Example:
     >>> bij = BatchNormFlow(mean=[1.0], variance=[4.0], log_scale=[0.0], shift=[0.0])
-    >>> bij.forward([[3.0]])  # (3 - 1) / sqrt(4 + 1e-3)
+    >>> bij.forward([[3.0]]).numpy()  # (3 - 1) / sqrt(4 + 1e-3)
+    array([[0.999875]], dtype=float32)
     """
 
     PARAMETER_NDIMS = {"mean": 1, "variance": 1, "log_scale": 1, "shift": 1}

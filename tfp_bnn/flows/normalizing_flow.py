@@ -253,6 +253,14 @@ class NormalizingFlow(keras.layers.Layer):
         first. Batch-norm steps use their moving statistics: batch statistics
         belong to a batch, not to a fixed bijector, so `training=True` is
         refused when the chain has a batch-norm step.
+
+        Args:
+            training: False (default) for the bijector at the current
+                weights and moving statistics; True only for chains without
+                a batch-norm step.
+
+        Returns:
+            A `tfp.bijectors.Chain` mapping z_0 to z_K.
         """
         if not self.built:
             raise ValueError("The NormalizingFlow is not built; call it or build it first.")

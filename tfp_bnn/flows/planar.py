@@ -55,7 +55,12 @@ class Planar(_common.FlowBijector):
         return tf.reduce_sum(self._w * self._u, axis=-1)
 
     def u_hat(self):
-        """The constrained translation direction, w^T u_hat = m(w^T u) > -1."""
+        """The constrained translation direction, w^T u_hat = m(w^T u) > -1.
+
+        Returns:
+            A tensor of the shape of `u`: u + (m(w^T u) - w^T u) w / |w|^2,
+            m(a) = softplus(a) - 1, which keeps the step invertible.
+        """
         a = self._w_dot_u()
         w_sq = tf.maximum(tf.reduce_sum(tf.square(self._w), axis=-1), _common.tiny(self.dtype))
         # m(a) - a = softplus(-a) - 1, with no cancellation for large |a|.

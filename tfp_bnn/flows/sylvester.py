@@ -72,18 +72,30 @@ class Sylvester(_common.FlowBijector):
         super().__init__(dict(locals()))
 
     def q(self):
-        """[D, M] with orthonormal columns."""
+        """Q, the orthonormal columns the flow acts in.
+
+        Returns:
+            A [D, M] tensor with Q^T Q = I, from the Householder vectors.
+        """
         return householder_columns(self._householder)
 
     def r(self):
-        """Upper triangular R, r_ii = m(c_i) exp(-t_i)."""
+        """Upper triangular R, r_ii = m(c_i) exp(-t_i).
+
+        Returns:
+            An [M, M] upper triangular tensor, m(c) = softplus(c) - 1.
+        """
         c = tf.linalg.diag_part(self._r_raw)
         t = tf.linalg.diag_part(self._r_tilde_raw)
         diagonal = (tf.nn.softplus(c) - 1.0) * tf.exp(-t)
         return tf.linalg.set_diag(tf.linalg.band_part(self._r_raw, 0, -1), diagonal)
 
     def r_tilde(self):
-        """Upper triangular R~, r~_ii = exp(t_i)."""
+        """Upper triangular R~, r~_ii = exp(t_i).
+
+        Returns:
+            An [M, M] upper triangular tensor with a positive diagonal.
+        """
         t = tf.linalg.diag_part(self._r_tilde_raw)
         return tf.linalg.set_diag(tf.linalg.band_part(self._r_tilde_raw, 0, -1), tf.exp(t))
 
