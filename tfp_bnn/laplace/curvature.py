@@ -30,7 +30,19 @@ LIKELIHOODS = ("regression", "classification")
 
 
 def design(features, use_bias):
-    """phi = [features, 1] (with a bias) as float64 [N, P]."""
+    """phi = [features, 1] (with a bias) as float64 [N, P].
+
+    Args:
+        features: the last layer's inputs, [N, D].
+        use_bias: whether the layer has a bias (then P = D + 1, else P = D).
+
+    Returns:
+        A float64 array [N, P].
+
+    Example:
+    >>> design([[2.0, 3.0]], use_bias=True)
+    array([[2., 3., 1.]])
+    """
     features = np.asarray(features, np.float64)
     if not use_bias:
         return features
@@ -38,7 +50,19 @@ def design(features, use_bias):
 
 
 def softmax(logits):
-    """Row-wise softmax in float64, stable for large logits."""
+    """Row-wise softmax in float64, stable for large logits.
+
+    Args:
+        logits: array [..., K].
+
+    Returns:
+        Probabilities of the shape of `logits`, each row summing to 1.
+
+    Example:
+    >>> softmax(np.array([[0.0, 0.0], [1000.0, 0.0]]))
+    array([[0.5, 0.5],
+           [1. , 0. ]])
+    """
     shifted = logits - logits.max(axis=-1, keepdims=True)
     exp = np.exp(shifted)
     return exp / exp.sum(axis=-1, keepdims=True)
@@ -50,7 +74,19 @@ class GGNAccumulator:
     Args:
         structure: "full" or "kron".
         likelihood: "regression" or "classification".
-        num_params_in, num_outputs: P and K.
+        num_params_in: P, the entries of phi (features, plus 1 with a bias).
+        num_outputs: K, the last layer's outputs.
+
+    Example:
+    >>> phi = design(np.array([[1.0], [2.0]]), use_bias=True)   # N = 2, P = 2
+    >>> accumulator = GGNAccumulator("kron", "regression", 2, 1)
+    >>> accumulator.update(phi, outputs=np.zeros((2, 1)))
+    >>> accumulator.gram   # A = sum_n phi_n phi_n^T
+    array([[5., 3.],
+           [3., 2.]])
+    >>> basis = accumulator.eigenbasis(noise_variance=1.0)
+    >>> basis.values.shape   # [P, K]
+    (2, 1)
     """
 
     def __init__(self, structure, likelihood, num_params_in, num_outputs):
@@ -81,7 +117,15 @@ class GGNAccumulator:
                 self.full.shape) - z.T @ z
 
     def eigenbasis(self, noise_variance=None):
-        """The `Eigenbasis` of H (regression: with the noise variance sigma^2)."""
+        """The `Eigenbasis` of H accumulated so far.
+
+        Args:
+            noise_variance: sigma^2 > 0 of a regression likelihood (H = A (x)
+                I / sigma^2); unused for classification.
+
+        Returns:
+            An `Eigenbasis` of the chosen structure.
+        """
         num_in, num_out = self.shape
         if self.likelihood == "regression":
             output_factor = np.eye(num_out) / noise_variance
@@ -104,10 +148,24 @@ class Eigenbasis:
 
     Build with `Eigenbasis.full(H, (P, K))` or `Eigenbasis.kron(A, G)`.
 
+    Args:
+        structure: "full" or "kron".
+        values: the eigenvalues h, as in the attribute.
+        vectors: the eigenvectors, as in the attribute.
+        shape: (P, K).
+
     Attributes:
         structure: "full" or "kron".
         values: h as [P * K] ("full") or [P, K] (a_i g_j, "kron").
         vectors: V [PK, PK] ("full") or (U_A [P, P], U_G [K, K]) ("kron").
+
+    Example:
+    >>> basis = Eigenbasis.kron(np.diag([4.0, 1.0]), np.eye(1))   # H = diag(4, 1)
+    >>> round(basis.log_det(prior_precision=1.0), 4)   # log((4 + 1) (1 + 1))
+    2.3026
+    >>> basis.covariance(prior_precision=1.0)   # (H + I)^-1
+    array([[0.2, 0. ],
+           [0. , 0.5]])
     """
 
     def __init__(self, structure, values, vectors, shape):
@@ -125,14 +183,25 @@ class Eigenbasis:
         return cls("kron", np.outer(a, g), (u_a, u_g), (len(a), len(g)))
 
     def log_det(self, prior_precision):
-        """log det(H + lambda I)."""
+        """log det(H + lambda I).
+
+        Args:
+            prior_precision: lambda > 0.
+
+        Returns:
+            A float.
+        """
         return float(np.sum(np.log(self.values + prior_precision)))
 
     def sampling_factors(self, prior_precision):
         """Factors of the posterior covariance S = (H + lambda I)^-1 = L L^T.
 
-        "full": (L [PK, PK],); "kron": (U_A, U_G, scales [P, K]) with
-        theta = vec(U_A (scales * E) U_G^T) for E ~ N(0, I) [P, K].
+        Args:
+            prior_precision: lambda > 0.
+
+        Returns:
+            "full": (L [PK, PK],); "kron": (U_A, U_G, scales [P, K]) with
+            theta = vec(U_A (scales * E) U_G^T) for E ~ N(0, I) [P, K].
         """
         scales = 1.0 / np.sqrt(self.values + prior_precision)
         if self.structure == "full":
@@ -140,7 +209,14 @@ class Eigenbasis:
         return self.vectors + (scales,)
 
     def covariance(self, prior_precision):
-        """The dense posterior covariance [PK, PK] (rows and columns in theta order)."""
+        """The dense posterior covariance S = (H + lambda I)^-1.
+
+        Args:
+            prior_precision: lambda > 0.
+
+        Returns:
+            A float64 array [PK, PK], rows and columns in theta order.
+        """
         if self.structure == "full":
             (factor,) = self.sampling_factors(prior_precision)
             return factor @ factor.T
@@ -149,7 +225,15 @@ class Eigenbasis:
         return (basis * np.square(scales).reshape(-1)[None, :]) @ basis.T
 
     def output_covariance(self, phi, prior_precision):
-        """Cov[f_n] = J_n S J_n^T [N, K, K] for features phi [N, P] (linearised predictive)."""
+        """Cov[f_n] = J_n S J_n^T, the linearised predictive covariance of the outputs.
+
+        Args:
+            phi: design rows [N, P] (see `design`).
+            prior_precision: lambda > 0.
+
+        Returns:
+            A float64 array [N, K, K].
+        """
         num_in, num_out = self.shape
         if self.structure == "full":
             (factor,) = self.sampling_factors(prior_precision)
@@ -170,6 +254,20 @@ def log_evidence(log_likelihood, map_norm, eigenbasis, prior_precision):
 
     (MacKay 1992; Daxberger et al. 2021, eq. 4), M = P * K parameters, theta* = the trained
     weights. Exact for a linear-Gaussian model when theta* is the MAP under lambda.
+
+    Args:
+        log_likelihood: log p(D | theta*), summed over the data.
+        map_norm: ||theta*||^2.
+        eigenbasis: the `Eigenbasis` of the GGN H.
+        prior_precision: lambda > 0.
+
+    Returns:
+        log Z, a float.
+
+    Example:
+    >>> basis = Eigenbasis.kron(np.array([[3.0]]), np.eye(1))   # H = 3, M = 1
+    >>> round(log_evidence(-2.0, 0.5, basis, prior_precision=1.0), 4)   # -2 - 0.25 - log(4)/2
+    -2.9431
     """
     size = eigenbasis.values.size
     return (log_likelihood + 0.5 * size * math.log(prior_precision)
@@ -183,6 +281,21 @@ def best_prior_precision(map_norm, eigenbasis, low=1e-6, high=1e6, iterations=20
     falls strictly from +inf to 0 as lambda grows, so the maximiser is the one root (MacKay's
     gamma / ||theta*||^2 = lambda, gamma = sum_i h_i / (h_i + lambda)), found by bisection in
     log lambda to float precision; it is clipped to [low, high].
+
+    Args:
+        map_norm: ||theta*||^2 of the trained weights.
+        eigenbasis: the `Eigenbasis` of the GGN H.
+        low: smallest lambda allowed, > 0.
+        high: largest lambda allowed, > low.
+        iterations: most bisection steps.
+
+    Returns:
+        lambda, a float in [low, high].
+
+    Example:
+    >>> basis = Eigenbasis.kron(np.array([[3.0]]), np.eye(1))   # H = 3
+    >>> round(best_prior_precision(0.5, basis), 6)   # 3 / (lambda (3 + lambda)) = 0.5
+    1.372281
     """
     low = check.positive("low", low)
     high = check.positive("high", high)

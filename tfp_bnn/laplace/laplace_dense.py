@@ -38,6 +38,7 @@ class LaplaceDense(keras.layers.Layer):
             convention, see `tfp_bnn.predict.regression`).
         noise_variance: sigma^2 > 0 for likelihood="regression".
         seed: int or None, seeds the weight draws.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
 
     Call arguments:
         inputs: features [B, D].
@@ -45,6 +46,15 @@ class LaplaceDense(keras.layers.Layer):
 
     Returns:
         [B, K] logits or [B, 2K] means and log variances.
+
+    Example:
+    >>> layer = LaplaceDense(2, structure="kron")
+    >>> layer.build((None, 3))   # P = 3 + 1 with the bias
+    >>> layer.set_posterior(np.zeros((4, 2)), (np.eye(4), np.eye(2), np.full((4, 2), 0.1)))
+    >>> layer.predictive_samples(5).shape   # theta* + U_A (scales * E) U_G^T
+    TensorShape([5, 4, 2])
+    >>> layer(np.ones((3, 3), "float32")).shape
+    TensorShape([3, 2])
     """
 
     stochastic_layer = True
@@ -82,13 +92,26 @@ class LaplaceDense(keras.layers.Layer):
                             weight("scales", (rows, units)))
 
     def set_posterior(self, loc, factors):
-        """Assigns theta* [P, K] and the covariance factors (as `Eigenbasis` returns them)."""
+        """Assigns theta* and the covariance factors of the posterior.
+
+        Args:
+            loc: theta* as W [P, K] (the bias as the last row).
+            factors: what `Eigenbasis.sampling_factors` returns: (L [PK, PK],)
+                for "full", (U_A [P, P], U_G [K, K], scales [P, K]) for "kron".
+        """
         self.loc.assign(tf.cast(loc, self.loc.dtype))
         for variable, value in zip(self.factors, factors):
             variable.assign(tf.cast(value, variable.dtype))
 
     def predictive_samples(self, num_samples):
-        """S weight samples [S, P, K] (all theta* in mean mode)."""
+        """Weight samples from the posterior (all theta* in mean mode).
+
+        Args:
+            num_samples: S, an int or a scalar int tensor.
+
+        Returns:
+            A tensor [S, P, K].
+        """
         rows, units = self.loc.shape
         seed = noise.next_seed(self.seed_generator)
         scale = tf.cast(self.sampling, self.compute_dtype)

@@ -29,7 +29,22 @@ _ACTIVATIONS = {"regression": ("linear",), "classification": ("linear", "softmax
 
 
 def last_dense(model):
-    """The Dense layer making a functional or Sequential model's single output, or ValueError."""
+    """The Dense layer making a functional or Sequential model's single output.
+
+    Args:
+        model: a built functional or Sequential Keras model.
+
+    Returns:
+        The `keras.layers.Dense` whose output is the model's output; a
+        ValueError says why when there is none (several outputs, another
+        last layer, a shared Dense, inputs of rank > 2).
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+    ...                           keras.layers.Dense(2, name="head")])
+    >>> last_dense(model).name
+    'head'
+    """
     if not isinstance(model, keras.Model):
         raise ValueError(f"`model` must be a Keras model, got {type(model).__name__}.")
     try:
@@ -95,10 +110,20 @@ class LastLayerLaplace:
             training residuals (maximum likelihood).
 
     Example:
+    >>> x = np.random.rand(40, 4).astype("float32")
+    >>> y = (x[:, 0] > 0.5).astype("int32")
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+    ...                           keras.layers.Dense(2)])
+    >>> model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> history = model.fit(x, y, epochs=1, verbose=0)
     >>> laplace = tfp_bnn.laplace.LastLayerLaplace(model, "classification", hessian="kron")
-    >>> laplace.fit(x_train, y_train).optimize_prior_precision()
-    >>> probs = laplace.predict(x_test)                  # probit, closed form
-    >>> mc = tfp_bnn.predict.classification(laplace.predictive_model(), x_test, 100)
+    >>> prior_precision = laplace.fit(x, y).optimize_prior_precision()
+    >>> probs = laplace.predict(x[:5])                   # probit, closed form
+    >>> probs.shape
+    (5, 2)
+    >>> mc = tfp_bnn.predict.classification(laplace.predictive_model(), x[:5], 100)
+    >>> mc.probs.shape
+    (5, 2)
     """
 
     def __init__(self, model, likelihood="classification", hessian="full", prior_precision=1.0,
@@ -137,6 +162,9 @@ class LastLayerLaplace:
             x: training inputs (an array, or a list/dict of arrays for a multi-input model).
             y: targets, see the class docstring.
             batch_size: examples per feature call.
+
+        Returns:
+            This `LastLayerLaplace`, fitted.
         """
         batch_size = check.integer("batch_size", batch_size)
         targets = check.array("y", y)
@@ -176,7 +204,14 @@ class LastLayerLaplace:
             raise ValueError("Call LastLayerLaplace.fit(x, y) first.")
 
     def log_marginal_likelihood(self, prior_precision=None):
-        """The Laplace log evidence at `prior_precision` (default: the current one)."""
+        """The Laplace log evidence log p(D | lambda) (see `curvature.log_evidence`).
+
+        Args:
+            prior_precision: lambda > 0, or None (default) for the current one.
+
+        Returns:
+            A float.
+        """
         self._require_fit()
         lam = check.positive("prior_precision", prior_precision, allow_none=True)
         lam = self.prior_precision if lam is None else lam
@@ -184,7 +219,15 @@ class LastLayerLaplace:
                                       self.eigenbasis, lam)
 
     def optimize_prior_precision(self, low=1e-6, high=1e6):
-        """Sets and returns the lambda in [low, high] maximising the Laplace evidence."""
+        """Sets and returns the lambda in [low, high] maximising the Laplace evidence.
+
+        Args:
+            low: smallest lambda allowed, > 0.
+            high: largest lambda allowed, > low.
+
+        Returns:
+            The new `prior_precision`, a float.
+        """
         self._require_fit()
         self.prior_precision = curvature.best_prior_precision(
             float(np.sum(self.map ** 2)), self.eigenbasis, low, high)
@@ -198,6 +241,10 @@ class LastLayerLaplace:
 
     def predict(self, x, batch_size=256):
         """The linearised predictive in closed form.
+
+        Args:
+            x: inputs, as `fit` takes them.
+            batch_size: examples per feature call.
 
         Returns:
             classification: probabilities [N, K], the probit approximation softmax(f* /
@@ -235,6 +282,12 @@ class LastLayerLaplace:
         `tfp_bnn.predict.classification` (logits) and `tfp_bnn.predict.regression`
         ([means, log sigma^2]) sample its last-layer weights from the posterior; it saves to
         `.keras` with the posterior in its weights. It shares the feature layers with `model`.
+
+        Args:
+            seed: int or None, seeds the weight draws of the `LaplaceDense`.
+
+        Returns:
+            A `keras.Model` on the model's inputs, uncompiled.
         """
         self._require_fit()
         regression = self.likelihood == "regression"
