@@ -48,11 +48,18 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
     """Base class of tfp_bnn's variational layers.
 
     Args:
-        activation, use_bias, kernel_initializer, bias_initializer,
-        kernel_regularizer, bias_regularizer, activity_regularizer,
-        kernel_constraint, bias_constraint: as in `keras.layers.Dense`.
-            The kernel initializer, regularizer and constraint apply to the
-            posterior mean of the kernel.
+        activation: activation function or its name, as in
+            `keras.layers.Dense` (default: none, linear).
+        use_bias: whether the layer adds a bias (default True).
+        kernel_initializer: initializer of the kernel's posterior mean, as
+            in `keras.layers.Dense` (default "glorot_uniform").
+        bias_initializer: initializer of the bias (of its posterior mean with
+            `bayesian_bias=True`), default "zeros".
+        kernel_regularizer: regularizer of the kernel's posterior mean.
+        bias_regularizer: regularizer of the bias (posterior mean).
+        activity_regularizer: regularizer of the layer's output.
+        kernel_constraint: constraint on the kernel's posterior mean.
+        bias_constraint: constraint on the bias (posterior mean).
         posterior: a `tfp_bnn.posteriors.Posterior`, its name, or None for
             `MeanFieldNormal()`.
         prior: a `tfp_bnn.priors.Prior`, its name, or None for N(0, 1).
@@ -66,6 +73,25 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
         bayesian_bias: if True the bias gets a posterior and a prior too;
             the default is a deterministic bias, as in TFP.
         seed: int or None; seeds the weight noise and the initial weights.
+        **kwargs: base layer keyword arguments (`name`, `dtype`,
+            `trainable`, ...); TFP's argument names (`kernel_prior_fn`, ...)
+            are refused with a message naming their replacement.
+
+    Call arguments:
+        inputs: the input tensor.
+        training: True in `fit` (weights always sampled); otherwise the layer
+            samples unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Example:
+    Every variational layer is a `BayesianLayer`; its posterior and prior
+    are `tfd.Distribution`s, and its KL enters `layer.losses`:
+
+    >>> layer = tfp_bnn.layers.DenseReparameterization(2, kl_weight=1 / 100, seed=0)
+    >>> outputs = layer(np.ones((4, 3), "float32"))
+    >>> isinstance(layer, BayesianLayer), layer.kernel_posterior.event_shape
+    (True, TensorShape([3, 2]))
+    >>> len(layer.losses)   # kl_weight * KL(q || p)
+    1
     """
 
     # True for the estimators that need w = loc + scale * eps (Flipout, local
@@ -208,6 +234,10 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
         None). In mean mode the variances are 0, as sampling would be.
         `tfp_bnn.moments` reads these to push means and covariances through
         the network instead of weight samples.
+
+        Returns:
+            (kernel_loc, kernel_var, bias_loc, bias_var), float32 tensors or
+            None as said above.
 
         Raises:
             ValueError: if the posterior is not location-scale (a flow

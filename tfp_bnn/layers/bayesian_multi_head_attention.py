@@ -104,25 +104,38 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         output_shape: positive int, the output's last dimension (default:
             the query's last dimension).
-        kernel_initializer, bias_initializer, kernel_regularizer,
-        bias_regularizer, activity_regularizer, kernel_constraint,
-        bias_constraint: as in `keras.layers.MultiHeadAttention`, applied
-            to every projection (to the posterior means).
+        kernel_initializer: initializer of every projection's kernel
+            (posterior mean), as in `keras.layers.MultiHeadAttention`.
+        bias_initializer: initializer of every projection's bias.
+        kernel_regularizer: regularizer of the projections' kernel means.
+        bias_regularizer: regularizer of the projections' biases.
+        activity_regularizer: regularizer of the layer's output.
+        kernel_constraint: constraint on the projections' kernel means.
+        bias_constraint: constraint on the projections' biases.
         estimator: "reparameterization" (one weight sample per call) or
             "flipout" (decorrelated per-example noise): the class of the
             projections, `DenseReparameterization` or `DenseFlipout`.
-        posterior, prior, kl_weight, kl_estimator, bayesian_bias: passed to
-            every projection (see `tfp_bnn.layers.BayesianLayer`).
+        posterior: the projections' posterior (see
+            `tfp_bnn.layers.BayesianLayer`), the same for all four.
+        prior: the projections' prior.
+        kl_weight: the weight of each projection's KL, usually 1/N.
+        kl_estimator: "analytic", "mc" or "auto", for every projection.
+        bayesian_bias: whether the projections' biases are variational.
         seed: int or None; the projections get distinct seeds derived from it.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
 
     Call arguments:
         query: [B, Tq, dq] tensor.
         value: [B, Tk, dv] tensor.
         key: [B, Tk, dk] tensor (default: `value`).
-        query_mask, value_mask, key_mask: boolean [B, Tq] / [B, Tk] padding
-            masks, True at real positions; Keras passes the inputs' own
-            masks (e.g. from `Embedding(mask_zero=True)`) without being told.
-            A padded query attends to nothing; padded keys get weight 0.
+        query_mask: boolean [B, Tq] padding mask of the query, True at
+            real positions; Keras passes the inputs' own masks (e.g. from
+            `Embedding(mask_zero=True)`) without being told. A padded query
+            attends to nothing.
+        value_mask: boolean [B, Tk] padding mask of the value; padded keys
+            get weight 0.
+        key_mask: boolean [B, Tk] padding mask of the key (default: the
+            value's).
         attention_mask: boolean [B, Tq, Tk] (or [Tq, Tk], broadcast over the
             batch), True where a query may attend to a key. Every mask given
             is combined with AND, as in `keras.layers.MultiHeadAttention`.

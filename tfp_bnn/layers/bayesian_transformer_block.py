@@ -46,11 +46,15 @@ class BayesianTransformerBlock(keras.layers.Layer):
         estimator: "reparameterization" or "flipout", the class of the
             attention projections and feed-forward layers (the
             normalisations always use reparameterization).
-        posterior, prior, kl_weight, kl_estimator: passed to every sublayer
-            (see `tfp_bnn.layers.BayesianLayer`).
+        posterior: the posterior of every sublayer's weights (see
+            `tfp_bnn.layers.BayesianLayer`).
+        prior: the prior of every sublayer's weights.
+        kl_weight: the weight of each sublayer's KL, usually 1/N.
+        kl_estimator: "analytic", "mc" or "auto", for every sublayer.
         bayesian_bias: whether the attention and feed-forward biases are
             random (the normalisations' shifts always are).
         seed: int or None; the sublayers get distinct seeds derived from it.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
 
     Call arguments:
         inputs: [B, T, width] tensor.

@@ -25,7 +25,9 @@ class Categorical(EventShapeDistribution):
         convert_to_tensor_fn: "sample" (default, as TFP), "mode" (the most
             probable class) or a registered callable; a Categorical has no
             mean.
-        validate_args, seed: as in `IndependentNormal`.
+        validate_args: passed to `tfd.Categorical`.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., K] of logits.
@@ -34,7 +36,11 @@ class Categorical(EventShapeDistribution):
         Tensor [...] of class labels carrying `tfd.Categorical`.
 
     Example:
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), Categorical(3)])
     >>> model.compile("adam", loss=tfp_bnn.losses.NegativeLogLikelihood())  # y: int labels
+    >>> labels = model(np.zeros((2, 4), "float32"))   # sampled class labels
+    >>> labels.shape, tfp_bnn.distributions.distribution_of(labels).probs_parameter().shape
+    (TensorShape([2]), TensorShape([2, 3]))
     """
 
     def __init__(self, num_classes, convert_to_tensor_fn="sample", validate_args=False,
@@ -51,7 +57,14 @@ class Categorical(EventShapeDistribution):
 
     @staticmethod
     def params_size(num_classes):
-        """The number of logits: `num_classes`."""
+        """The number of logits: `num_classes`.
+
+        Args:
+            num_classes: K >= 2.
+
+        Returns:
+            K, an int.
+        """
         (size,) = check_event_shape(num_classes, "num_classes")
         return size
 

@@ -18,9 +18,15 @@ class Conv1DFlipout(ConvFlipout):
     the time steps, so each example sees one whole kernel from q(w).
 
     Args:
-        filters, kernel_size, strides, padding ("valid", "same" or
-        "causal"), data_format, dilation_rate, groups: as in
-        `keras.layers.Conv1D`.
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of one int, the convolution window.
+        strides: int or tuple of one int (default 1).
+        padding: "valid", "same" or "causal", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, steps, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of one int (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv1D`.
         **kwargs: the other arguments of `keras.layers.Conv1D` plus
             `posterior` (location-scale only), `prior`, `kl_weight`,
             `kl_estimator`, `bayesian_bias`, `seed` (see
@@ -36,6 +42,8 @@ class Conv1DFlipout(ConvFlipout):
 
     Example:
     >>> layer = Conv1DFlipout(8, 5, padding="causal", kl_weight=1e-3, seed=0)
+    >>> layer(np.ones((2, 10, 3), "float32")).shape
+    TensorShape([2, 10, 8])
     """
 
     rank = 1

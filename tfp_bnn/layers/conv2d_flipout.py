@@ -18,8 +18,15 @@ class Conv2DFlipout(ConvFlipout):
     the spatial positions, so each example sees one whole kernel from q(w).
 
     Args:
-        filters, kernel_size, strides, padding, data_format, dilation_rate,
-        groups: as in `keras.layers.Conv2D`.
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of 2 ints, the convolution window.
+        strides: int or tuple of 2 ints (default 1).
+        padding: "valid" or "same", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, H, W, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of 2 ints (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv2D`.
         **kwargs: the other arguments of `keras.layers.Conv2D` plus
             `posterior` (location-scale only), `prior`, `kl_weight`,
             `kl_estimator`, `bayesian_bias`, `seed`.
@@ -34,6 +41,8 @@ class Conv2DFlipout(ConvFlipout):
 
     Example:
     >>> layer = Conv2DFlipout(8, 3, activation="relu", kl_weight=1e-3, seed=0)
+    >>> layer(np.ones((2, 8, 8, 1), "float32")).shape
+    TensorShape([2, 6, 6, 8])
     """
 
     rank = 2

@@ -14,8 +14,15 @@ class Conv2DReparameterization(ConvReparameterization):
     shares, convolves, and adds kl_weight * KL(q(w) || p(w)) to the losses.
 
     Args:
-        filters, kernel_size, strides, padding, data_format, dilation_rate,
-        groups: as in `keras.layers.Conv2D`.
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of 2 ints, the convolution window.
+        strides: int or tuple of 2 ints (default 1).
+        padding: "valid" or "same", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, H, W, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of 2 ints (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv2D`.
         **kwargs: the other arguments of `keras.layers.Conv2D` plus
             `posterior`, `prior`, `kl_weight`, `kl_estimator`,
             `bayesian_bias`, `seed` (see `tfp_bnn.layers.BayesianLayer`).
@@ -30,6 +37,8 @@ class Conv2DReparameterization(ConvReparameterization):
 
     Example:
     >>> layer = Conv2DReparameterization(8, 3, padding="same", kl_weight=1e-3, seed=0)
+    >>> layer(np.ones((2, 8, 8, 1), "float32")).shape
+    TensorShape([2, 8, 8, 8])
     """
 
     rank = 2

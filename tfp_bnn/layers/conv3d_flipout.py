@@ -18,8 +18,15 @@ class Conv3DFlipout(ConvFlipout):
     the spatial positions, so each example sees one whole kernel from q(w).
 
     Args:
-        filters, kernel_size, strides, padding, data_format, dilation_rate,
-        groups: as in `keras.layers.Conv3D`.
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of 3 ints, the convolution window.
+        strides: int or tuple of 3 ints (default 1).
+        padding: "valid" or "same", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, D, H, W, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of 3 ints (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv3D`.
         **kwargs: the other arguments of `keras.layers.Conv3D` plus
             `posterior` (location-scale only), `prior`, `kl_weight`,
             `kl_estimator`, `bayesian_bias`, `seed` (see
@@ -35,6 +42,8 @@ class Conv3DFlipout(ConvFlipout):
 
     Example:
     >>> layer = Conv3DFlipout(4, 3, padding="same", kl_weight=1e-3, seed=0)
+    >>> layer(np.ones((1, 4, 4, 4, 1), "float32")).shape
+    TensorShape([1, 4, 4, 4, 4])
     """
 
     rank = 3

@@ -61,7 +61,14 @@ class DenseLocalReparameterization(BayesianDenseBase):
     requires_location_scale = True
 
     def predictive_samples(self, num_samples):
-        """Nothing to draw ahead: the noise is per output, drawn in the call."""
+        """Nothing to draw ahead: the noise is per output, drawn in the call.
+
+        Args:
+            num_samples: S, unused.
+
+        Returns:
+            None.
+        """
         return None
 
     def _sampled_call(self, inputs, context):

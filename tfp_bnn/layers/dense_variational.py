@@ -131,14 +131,16 @@ class DenseVariational(BayesianDenseBase):
             sets it.
         kl_use_exact: True for the closed-form KL (the prior and posterior
             must have one), False for the Monte Carlo estimate.
-        activation, use_bias, activity_regularizer: as in `keras.layers.Dense`.
-        kernel_initializer, bias_initializer: initialize the posterior mean
-            of the kernel and bias parts of w.
-        kernel_regularizer, bias_regularizer, kernel_constraint,
-            bias_constraint: apply to the kernel and bias parts of the
-            posterior mean.
+        activation: activation function or its name, as in
+            `keras.layers.Dense` (default: linear).
+        use_bias: whether w has a bias part (default True).
         seed: int or None; seeds the weight noise and the initial weights.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        **kwargs: base layer arguments (`name`, `dtype`, ...) and the rest
+            of `keras.layers.Dense`'s: `activity_regularizer`;
+            `kernel_initializer` and `bias_initializer` initialize the
+            posterior mean of the kernel and bias parts of w;
+            `kernel_regularizer`, `bias_regularizer`, `kernel_constraint`
+            and `bias_constraint` apply to those parts of the posterior mean.
 
     Call arguments:
         inputs: tensor of rank >= 2, last axis the input dimension.
@@ -206,14 +208,27 @@ class DenseVariational(BayesianDenseBase):
         return self._finish(self._apply_kernel(inputs, kernel), bias)
 
     def predictive_samples(self, num_samples):
-        """S samples of w split as (kernels [S, in, units], biases [S, units] or None)."""
+        """S samples of w split into kernels and biases.
+
+        Args:
+            num_samples: S, an int or a scalar int tensor.
+
+        Returns:
+            (kernels [S, in, units], biases [S, units] or None without a bias).
+        """
         with float32_variables():
             weights = self._sample_n(self.kernel_params, num_samples, self._call_seeds()[0],
                                      self._noise_scale(False))
         return self._joint.split(weights)
 
     def posterior_moments(self):
-        """(kernel_loc, kernel_var, bias_loc, bias_var) of a location-scale posterior."""
+        """Means and variances of the kernel and bias parts of w.
+
+        Returns:
+            (kernel_loc, kernel_var, bias_loc, bias_var) of a location-scale
+            posterior, float32 (variances 0 in mean mode); see
+            `BayesianLayer.posterior_moments`.
+        """
         self._require_location_scale()
         with float32_variables():
             off = tf.cast(self._noise_scale(False), "float32")

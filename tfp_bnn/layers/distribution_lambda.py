@@ -109,7 +109,14 @@ class DistributionLambda(keras.layers.Layer):
                                if convert_to_tensor_fn == "sample" else None)
 
     def make_distribution(self, params):
-        """The distribution for parameters `params` (subclasses override this)."""
+        """The distribution for parameters `params` (subclasses override this).
+
+        Args:
+            params: the layer's input tensor.
+
+        Returns:
+            `make_distribution_fn(params)`, a `tfd.Distribution`.
+        """
         return self.make_distribution_fn(params)
 
     def _value(self, distribution):

@@ -27,8 +27,13 @@ class IndependentBernoulli(EventShapeDistribution):
     float dtype (so Keras can pass them to a loss unchanged).
 
     Args:
-        event_shape, convert_to_tensor_fn, validate_args, seed: as in
-            `IndependentNormal`.
+        event_shape: int or tuple, the shape of one output (default ()).
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(event_shape)] of logits.
@@ -38,6 +43,9 @@ class IndependentBernoulli(EventShapeDistribution):
 
     Example:
     >>> head = IndependentBernoulli(3)   # after keras.layers.Dense(3)
+    >>> y = head(np.zeros((2, 3), "float32"))   # logits 0: p = 0.5
+    >>> y.shape, y.mean().numpy()[0]
+    (TensorShape([2, 3]), array([0.5, 0.5, 0.5], dtype=float32))
     """
 
     @staticmethod

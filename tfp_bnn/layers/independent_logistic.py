@@ -17,8 +17,13 @@ class IndependentLogistic(IndependentNormal):
     through softplus, as for `IndependentNormal`.
 
     Args:
-        event_shape, convert_to_tensor_fn, validate_args, seed: as in
-            `IndependentNormal`.
+        event_shape: int or tuple, the shape of one output (default ()).
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(event_shape)].
@@ -28,6 +33,9 @@ class IndependentLogistic(IndependentNormal):
 
     Example:
     >>> head = IndependentLogistic(1)   # after keras.layers.Dense(2)
+    >>> y = head(np.zeros((2, 2), "float32"))
+    >>> y.shape, y.mean().numpy().ravel()
+    (TensorShape([2, 1]), array([0., 0.], dtype=float32))
     """
 
     family = tfd.Logistic

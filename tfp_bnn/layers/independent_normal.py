@@ -32,9 +32,11 @@ class IndependentNormal(EventShapeDistribution):
     Args:
         event_shape: int or tuple, the shape of one output.
         convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
-            registered callable; see `DistributionLambda`.
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
         validate_args: passed to the TFP distributions.
-        seed: int or None, for convert_to_tensor_fn="sample".
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(event_shape)].
@@ -46,6 +48,10 @@ class IndependentNormal(EventShapeDistribution):
     Example:
     >>> model = keras.Sequential([keras.Input((4,)),
     ...     keras.layers.Dense(IndependentNormal.params_size(1)), IndependentNormal(1)])
+    >>> y = model(np.zeros((2, 4), "float32"))   # a sample, carrying the distribution
+    >>> y.shape, y.stddev().numpy().round(4)   # scale softplus(0)
+    (TensorShape([2, 1]), array([[0.6931],
+           [0.6931]], dtype=float32))
     """
 
     # The location-scale family of each output (IndependentLogistic swaps it).
@@ -53,12 +59,29 @@ class IndependentNormal(EventShapeDistribution):
 
     @staticmethod
     def params_size(event_shape=()):
-        """Number of input values for one output of shape `event_shape`."""
+        """Number of input values for one output of shape `event_shape`.
+
+        Args:
+            event_shape: int or tuple, the shape of one output.
+
+        Returns:
+            2 * prod(event_shape): a location and a scale per entry.
+        """
         return 2 * EventShapeDistribution._size(check_event_shape(event_shape))
 
     @classmethod
     def new(cls, params, event_shape=(), validate_args=False):
-        """The distribution for `params` (TFP's `IndependentNormal.new`)."""
+        """The distribution for `params` (TFP's `IndependentNormal.new`).
+
+        Args:
+            params: tensor [..., params_size(event_shape)], locations then
+                pre-softplus scales.
+            event_shape: int or tuple, the shape of one output.
+            validate_args: passed to the TFP distributions.
+
+        Returns:
+            `tfd.Independent(tfd.Normal(loc, softplus(s)), len(event_shape))`.
+        """
         event_shape = check_event_shape(event_shape)
         loc, scale = reshaped_halves(params, event_shape)
         return independent(

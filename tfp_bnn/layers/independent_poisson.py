@@ -19,8 +19,13 @@ class IndependentPoisson(EventShapeDistribution):
     axis holds prod(event_shape) log-rates (rate = exp(input), as in TFP).
 
     Args:
-        event_shape, convert_to_tensor_fn, validate_args, seed: as in
-            `IndependentNormal`.
+        event_shape: int or tuple, the shape of one output (default ()).
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(event_shape)] of log-rates.
@@ -30,6 +35,9 @@ class IndependentPoisson(EventShapeDistribution):
 
     Example:
     >>> head = IndependentPoisson(1)   # after keras.layers.Dense(1)
+    >>> y = head(np.log([[2.0], [5.0]]).astype("float32"))   # log-rates
+    >>> y.mean().numpy().ravel()
+    array([2., 5.], dtype=float32)
     """
 
     @staticmethod

@@ -15,8 +15,14 @@ class MixtureLogistic(MixtureNormal):
     parameters per component.
 
     Args:
-        num_components, event_shape, convert_to_tensor_fn, validate_args,
-            seed: as in `MixtureNormal`.
+        num_components: number of mixture components, >= 1.
+        event_shape: int or tuple, the shape of one output (default ()).
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(num_components, event_shape)].
@@ -26,6 +32,8 @@ class MixtureLogistic(MixtureNormal):
 
     Example:
     >>> head = MixtureLogistic(4, 1)   # after Dense(MixtureLogistic.params_size(4, 1))
+    >>> head(np.zeros((2, MixtureLogistic.params_size(4, 1)), "float32")).shape
+    TensorShape([2, 1])
     """
 
     component_class = IndependentLogistic

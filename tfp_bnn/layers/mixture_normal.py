@@ -16,8 +16,13 @@ class MixtureNormal(MixtureSameFamily):
 
     Args:
         num_components: number of mixture components, >= 1.
-        event_shape, convert_to_tensor_fn, validate_args, seed: as in
-            `IndependentNormal`.
+        event_shape: int or tuple, the shape of one output (default ()).
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., params_size(num_components, event_shape)].
@@ -27,6 +32,10 @@ class MixtureNormal(MixtureSameFamily):
 
     Example:
     >>> head = MixtureNormal(3, 1)   # after Dense(MixtureNormal.params_size(3, 1))
+    >>> MixtureNormal.params_size(3, 1)   # 3 logits, 3 locations, 3 scales
+    9
+    >>> head(np.zeros((2, 9), "float32")).shape
+    TensorShape([2, 1])
     """
 
     component_class = IndependentNormal

@@ -28,7 +28,12 @@ class MixtureSameFamily(EventShapeDistribution):
         component_layer: a tfp_bnn distribution layer of fixed size
             (`IndependentNormal(event_shape)`, `IndependentPoisson(...)`,
             `MultivariateNormalTriL(d)`, ...) giving the family.
-        convert_to_tensor_fn, validate_args, seed: as in `IndependentNormal`.
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., num_components * (1 + component params_size)].
@@ -37,7 +42,10 @@ class MixtureSameFamily(EventShapeDistribution):
         Tensor shaped like one sample, carrying `tfd.MixtureSameFamily`.
 
     Example:
-    >>> head = MixtureSameFamily(3, IndependentPoisson(1))   # after Dense(6)
+    >>> head = MixtureSameFamily(3, tfp_bnn.layers.IndependentPoisson(1))   # after Dense(6)
+    >>> y = head(np.zeros((2, 6), "float32"))   # 3 logits, 3 log-rates
+    >>> y.shape, y.mean().numpy().ravel()
+    (TensorShape([2, 1]), array([1., 1.], dtype=float32))
     """
 
     def __init__(self, num_components, component_layer, convert_to_tensor_fn="sample",
@@ -55,7 +63,15 @@ class MixtureSameFamily(EventShapeDistribution):
 
     @staticmethod
     def params_size(num_components, component_params_size):
-        """Logits plus `component_params_size` values for each of `num_components`."""
+        """Logits plus `component_params_size` values for each of `num_components`.
+
+        Args:
+            num_components: number of mixture components, >= 1.
+            component_params_size: the component layer's `params_size`.
+
+        Returns:
+            num_components * (1 + component_params_size), an int.
+        """
         (size,) = check_event_shape(component_params_size, "component_params_size")
         return _components(num_components) * (1 + size)
 
@@ -70,7 +86,19 @@ class MixtureSameFamily(EventShapeDistribution):
 
     @staticmethod
     def new(params, num_components, make_component, validate_args=False):
-        """The mixture for `params`; `make_component` maps [..., K, p] to the components."""
+        """The mixture distribution for `params`.
+
+        Args:
+            params: tensor [..., K * (1 + p)]: K mixture logits, then the
+                components' parameters, p per component.
+            num_components: K.
+            make_component: maps parameters [..., K, p] to the components'
+                distribution (batch shape [..., K]).
+            validate_args: passed to `tfd.MixtureSameFamily`.
+
+        Returns:
+            A `tfd.MixtureSameFamily`.
+        """
         params = tf.convert_to_tensor(params)
         shape = tf.concat([tf.shape(params)[:-1], [num_components, -1]], 0)
         components = make_component(tf.reshape(params[..., num_components:], shape))

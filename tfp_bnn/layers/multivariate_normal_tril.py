@@ -23,7 +23,12 @@ class MultivariateNormalTriL(EventSizeDistribution):
 
     Args:
         event_size: d, the number of outputs.
-        convert_to_tensor_fn, validate_args, seed: as in `IndependentNormal`.
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., d + d(d+1)/2].
@@ -33,6 +38,10 @@ class MultivariateNormalTriL(EventSizeDistribution):
 
     Example:
     >>> head = MultivariateNormalTriL(3)   # after Dense(MultivariateNormalTriL.params_size(3))
+    >>> MultivariateNormalTriL.params_size(3)   # 3 means, 6 entries of the Cholesky factor
+    9
+    >>> head(np.zeros((2, 9), "float32")).covariance().shape
+    TensorShape([2, 3, 3])
     """
 
     @staticmethod

@@ -21,7 +21,12 @@ class OneHotCategorical(EventSizeDistribution):
 
     Args:
         event_size: the number of classes K >= 2.
-        convert_to_tensor_fn, validate_args, seed: as in `IndependentNormal`.
+        convert_to_tensor_fn: "sample" (TFP's default), "mean", "mode" or a
+            registered callable: the value the output tensor holds (see
+            `DistributionLambda`).
+        validate_args: passed to the TFP distributions.
+        **kwargs: `seed` (int or None, seeds convert_to_tensor_fn="sample")
+            and base layer keyword arguments, passed to `DistributionLambda`.
 
     Call arguments:
         inputs: tensor [..., K] of logits.
@@ -31,6 +36,9 @@ class OneHotCategorical(EventSizeDistribution):
 
     Example:
     >>> head = OneHotCategorical(10)   # after keras.layers.Dense(10)
+    >>> y = head(np.zeros((2, 10), "float32"))
+    >>> y.shape, float(y.numpy().sum())   # one 1 per row
+    (TensorShape([2, 10]), 2.0)
     """
 
     min_event_size = 2
