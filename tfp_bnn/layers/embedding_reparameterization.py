@@ -39,12 +39,19 @@ class EmbeddingReparameterization(BayesianLayer):
     Args:
         input_dim: int > 0, the vocabulary size (largest index + 1).
         output_dim: int > 0, the embedding dimension.
-        embeddings_initializer, embeddings_regularizer, embeddings_constraint:
-            as in `keras.layers.Embedding`; they apply to the posterior mean.
+        embeddings_initializer: initializer of the posterior mean of the
+            embedding matrix, as in `keras.layers.Embedding` (default
+            "uniform").
+        embeddings_regularizer: regularizer of the posterior mean.
+        embeddings_constraint: constraint on the posterior mean.
         mask_zero: bool; index 0 is padding and gives a mask, as in
             `keras.layers.Embedding` (then `input_dim` counts index 0 too).
-        posterior, prior, kl_weight, kl_estimator, seed: see
-            `tfp_bnn.layers.BayesianLayer`.
+        posterior: a `tfp_bnn.posteriors.Posterior`, its name, or None for
+            `MeanFieldNormal()` (see `tfp_bnn.layers.BayesianLayer`).
+        prior: a `tfp_bnn.priors.Prior`, its name, or None for N(0, 1).
+        kl_weight: the weight of the KL in the loss, >= 0, usually 1/N.
+        kl_estimator: "analytic", "mc" or "auto".
+        seed: int or None; seeds the weight noise and the initial weights.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`,
             `activity_regularizer`, ...).
 
@@ -59,7 +66,9 @@ class EmbeddingReparameterization(BayesianLayer):
     Example:
     >>> model = keras.Sequential([keras.Input((None,), dtype="int32"),
     ...     EmbeddingReparameterization(1000, 16, mask_zero=True),
-    ...     keras.layers.RNN(LSTMCellReparameterization(32)), keras.layers.Dense(1)])
+    ...     keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+    >>> model(np.array([[5, 17, 0, 0], [3, 0, 0, 0]])).shape   # 0 pads
+    TensorShape([2, 1])
     """
 
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",

@@ -65,7 +65,7 @@ class HeteroscedasticClassification(keras.layers.Layer):
             restarts the noise stream from `seed`.
         return_logit_moments: if True the head returns the concatenated
             [f, log sigma^2] instead of the log-probabilities (inspection).
-        **projection_kwargs: passed to the projection (kernel_initializer,
+        **kwargs: passed to the projection (kernel_initializer,
             kl_weight, prior, ...), except `units`, `activation` and `seed`.
             `name`, `dtype` and `trainable` belong to the head (dtype is
             shared). Under mixed precision the projection computes in
@@ -89,7 +89,10 @@ class HeteroscedasticClassification(keras.layers.Layer):
     ...                           HeteroscedasticClassification(10, num_samples=50)])
     >>> model.compile(optimizer="adam",
     ...               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    >>> probabilities = np.exp(model.predict(x))
+    >>> x = np.random.rand(4, 8).astype("float32")
+    >>> probabilities = np.exp(model.predict(x, verbose=0))
+    >>> probabilities.shape, np.allclose(probabilities.sum(axis=-1), 1.0, atol=1e-5)
+    ((4, 10), True)
     """
 
     def __init__(self, num_classes, num_samples=100, projection="dense", seed=None,

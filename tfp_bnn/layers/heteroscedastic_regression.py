@@ -112,7 +112,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
         max_log_variance: finite number or None, the upper bound of s;
             must exceed `min_log_variance` when both are given.
         parameterization: "scale" (default) or "log_variance", see above.
-        **projection_kwargs: passed to the projection (kernel_initializer,
+        **kwargs: passed to the projection (kernel_initializer,
             use_bias, kl_weight, prior, posterior, seed, ...), except
             `units` and `activation`, which the head fixes. `name`, `dtype`
             and `trainable` belong to the head.
@@ -127,12 +127,15 @@ class HeteroscedasticRegression(keras.layers.Layer):
         under mixed precision).
 
     Example:
+    >>> n = 1000   # training examples
     >>> model = keras.Sequential([keras.Input((8,)),
     ...                           keras.layers.Dense(32, activation="relu"),
     ...                           HeteroscedasticRegression(1, projection="flipout",
     ...                                                     kl_weight=1.0 / n)])
     >>> model.compile(optimizer="adam", loss=tfp_bnn.losses.GaussianNLL(),
     ...               metrics=[tfp_bnn.metrics.MeanRMSE()])
+    >>> model(np.zeros((4, 8), "float32")).shape   # [mean, log variance]
+    TensorShape([4, 2])
     """
 
     def __init__(self, units, projection="dense", min_log_variance=None,

@@ -32,8 +32,12 @@ class HomoscedasticNoise(keras.layers.Layer):
         [..., 2 * units]: the means, then s broadcast over the batch.
 
     Example:
+    >>> hidden = keras.Input((8,))
     >>> mean = tfp_bnn.layers.DenseFlipout(1)(hidden)
     >>> outputs = HomoscedasticNoise()(mean)   # [batch, 2]
+    >>> model = keras.Model(hidden, outputs)
+    >>> model(np.zeros((3, 8), "float32"))[:, 1].numpy()   # s = 0 for every example
+    array([0., 0., 0.], dtype=float32)
     """
 
     def __init__(self, initial_log_variance=0.0, **kwargs):

@@ -94,18 +94,25 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
     """Base class of the node-based Bayesian layers (`NodeDense`, `NodeConv2D`).
 
     Args:
-        activation, use_bias, kernel_initializer, bias_initializer,
-        kernel_regularizer, bias_regularizer, activity_regularizer,
-        kernel_constraint, bias_constraint: as in `keras.layers.Dense`;
-            they concern the deterministic weights U and b.
+        activation: activation function or its name, as in
+            `keras.layers.Dense` (default: linear).
+        use_bias: whether the layer adds the deterministic bias b.
+        kernel_initializer: initializer of the deterministic weights U.
+        bias_initializer: initializer of b.
+        kernel_regularizer: regularizer of U.
+        bias_regularizer: regularizer of b.
+        activity_regularizer: regularizer of the layer's output.
+        kernel_constraint: constraint on U.
+        bias_constraint: constraint on b.
         noise: which nodes are random: "input", "output" or "both".
         posterior: "gaussian" (diagonal Gaussian per component) or "flow"
             (that Gaussian pushed through a `tfp_bnn.flows.NormalizingFlow`);
             a `tfp_bnn.posteriors.FlowPosterior` stands for "flow" with its
             `flows` and `length`.
         num_components: K >= 1, the number of mixture components.
-        prior_mean, prior_stddev: the prior N(prior_mean, prior_stddev^2)
-            of every node; prior_stddev > 0.
+        prior_mean: the mean of the prior N(prior_mean, prior_stddev^2) of
+            every node.
+        prior_stddev: its standard deviation, > 0.
         flows: the flow kind(s) given to `NormalizingFlow(flows=...)`.
         flow_length: the number of flow steps, an int >= 0 (0: no flow,
             the Gaussian base with a Monte Carlo KL).
@@ -116,6 +123,21 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
             leaves it at 1.0 until a `KLScheduler` sets it (with a warning if
             training starts with it unset).
         seed: int or None; seeds the node noise and the initial weights.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: the input tensor.
+        training: True always samples the nodes z; at inference z is
+            sampled unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Example:
+    `NodeDense` and `NodeConv2D` are the node layers; their random nodes
+    and KL are shared machinery:
+
+    >>> layer = tfp_bnn.layers.NodeDense(4, noise="both", kl_weight=1 / 100, seed=0)
+    >>> outputs = layer(np.ones((2, 3), "float32"))
+    >>> isinstance(layer, NodeLayer), outputs.shape, len(layer.losses)
+    (True, TensorShape([2, 4]), 1)
     """
 
     def __init__(

@@ -22,8 +22,15 @@ class NodeConv2D(Conv2DShapes, NodeLayer):
     kl_weight * KL to the layer's losses; see `tfp_bnn.layers.node_base`.
 
     Args:
-        filters, kernel_size, strides, padding, data_format, dilation_rate,
-        groups: as in `keras.layers.Conv2D`.
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of 2 ints, the convolution window.
+        strides: int or tuple of 2 ints (default 1).
+        padding: "valid" or "same", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, H, W, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of 2 ints (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv2D`.
         **kwargs: the other arguments of `keras.layers.Conv2D` plus `noise`,
             `posterior`, `num_components`, `prior_mean`, `prior_stddev`,
             `flows`, `flow_length`, `entropy_weight`, `loc_init_stddev`,
@@ -38,9 +45,11 @@ class NodeConv2D(Conv2DShapes, NodeLayer):
         4-D tensor, shaped as `keras.layers.Conv2D` would shape it.
 
     Example:
-    >>> model = keras.Sequential([keras.Input((28, 28, 1)),
+    >>> model = keras.Sequential([keras.Input((8, 8, 1)),
     ...                           NodeConv2D(16, 3, activation="relu", noise="output"),
-    ...                           keras.layers.Flatten(), NodeDense(10)])
+    ...                           keras.layers.Flatten(), tfp_bnn.layers.NodeDense(10)])
+    >>> model(np.zeros((2, 8, 8, 1), "float32")).shape
+    TensorShape([2, 10])
     """
 
     def build(self, input_shape):

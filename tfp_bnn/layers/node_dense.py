@@ -42,6 +42,8 @@ class NodeDense(DenseShapes, NodeLayer):
     >>> model = keras.Sequential([keras.Input((8,)),
     ...                           NodeDense(50, activation="relu", num_components=4),
     ...                           NodeDense(1, noise="input")])
+    >>> model(np.zeros((3, 8), "float32")).shape
+    TensorShape([3, 1])
     """
 
     def build(self, input_shape):

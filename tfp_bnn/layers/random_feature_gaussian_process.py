@@ -35,8 +35,13 @@ def mean_field_logits(logits, variance, mean_field_factor=math.pi / 8):
         ValueError: if `mean_field_factor` is not a finite number >= 0.
 
     Example:
-    >>> logits, variance = layer(features, return_variance=True)
+    >>> mean_field_logits(np.array([[2.0, -2.0]]), np.array([8 / math.pi])).numpy()
+    array([[ 1.41421356, -1.41421356]])
+    >>> layer = RandomFeatureGaussianProcess(3, num_inducing=64, likelihood="classification")
+    >>> logits, variance = layer(np.random.rand(4, 2), return_variance=True)
     >>> probs = keras.ops.softmax(mean_field_logits(logits, variance))
+    >>> probs.shape
+    TensorShape([4, 3])
     """
     factor = _validation.number("mean_field_factor", mean_field_factor, low=0.0)
     logits = ops.convert_to_tensor(logits)
@@ -135,7 +140,13 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
     >>> h = tfp_bnn.layers.SpectralNormalization(keras.layers.Dense(64, "relu"))(inputs)
     >>> logits = RandomFeatureGaussianProcess(3, likelihood="classification")(h)
     >>> model = keras.Model(inputs, logits)
-    >>> model.fit(x, y, epochs=10, callbacks=[tfp_bnn.callbacks.ResetCovariance()])
+    >>> model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> x = np.random.rand(32, 2).astype("float32")
+    >>> y = (x[:, 0] > x[:, 1]).astype("int32")
+    >>> history = model.fit(x, y, epochs=2, verbose=0,
+    ...                     callbacks=[tfp_bnn.callbacks.ResetCovariance()])
+    >>> model.predict(x[:5], verbose=0).shape   # mean-field logits at inference
+    (5, 3)
     """
 
     # Has a `sampling` switch that tfp_bnn.set_mean_mode turns (tfp_bnn/modes.py).
@@ -201,7 +212,15 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         return tf.cast(tf.convert_to_tensor(variable), self.work_dtype)
 
     def random_features(self, inputs):
-        """phi(inputs) [batch, D] = sqrt(2 / D) cos(h W + b), in `work_dtype`."""
+        """phi(inputs) = sqrt(2 / D) cos(h W + b), the random Fourier features.
+
+        Args:
+            inputs: hidden features h [batch, d] (normalized first with
+                `normalize_input=True`).
+
+        Returns:
+            A tensor [batch, D] in `work_dtype`, D = `num_inducing`.
+        """
         with float32_variables():
             h = tf.cast(inputs, self.work_dtype)
             if self.input_normalization is not None:
@@ -221,12 +240,23 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         return tf.linalg.cholesky(tf.convert_to_tensor(self.precision))
 
     def covariance(self):
-        """Sigma = ridge * P^-1 [D, D], the posterior covariance of each output's beta."""
+        """Sigma = ridge * P^-1, the posterior covariance of each output's beta.
+
+        Returns:
+            A tensor [D, D] in `work_dtype`.
+        """
         eye = tf.eye(self.num_inducing, dtype=self.work_dtype)
         return self.ridge_penalty * tf.linalg.cholesky_solve(self._cholesky(), eye)
 
     def predictive_variance(self, features):
-        """phi^T Sigma phi [batch] for random features [batch, D], in `work_dtype`."""
+        """phi^T Sigma phi, the predictive variance of each output's logit.
+
+        Args:
+            features: random features phi [batch, D] (`random_features`).
+
+        Returns:
+            A tensor [batch] in `work_dtype`.
+        """
         features = tf.cast(features, self.work_dtype)
         half = tf.linalg.triangular_solve(self._cholesky(), tf.transpose(features))
         return self.ridge_penalty * tf.reduce_sum(tf.square(half), axis=0)
@@ -235,6 +265,12 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         """S draws beta_s = beta_MAP + sqrt(ridge) L^-T eps, P = L L^T: [S, D, units].
 
         Their covariance is ridge (L L^T)^-1 = Sigma. In mean mode every draw is beta_MAP.
+
+        Args:
+            num_samples: S, an int or a scalar int tensor.
+
+        Returns:
+            A tensor [S, D, units].
         """
         size, units = self.num_inducing, self.units
         eps = noise.normal(tf.stack([size, num_samples * units]), self.work_dtype,

@@ -64,7 +64,16 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
         self.norm_multiplier = _validation.positive("norm_multiplier", norm_multiplier)
 
     def normalized_weights(self):
-        """(new u, W / max(1, sigma / c)) with sigma from `power_iterations` steps."""
+        """The kernel scaled so that its spectral norm is at most c.
+
+        sigma, the largest singular value of the kernel reshaped to
+        [-1, out], is estimated by `power_iterations` steps from the stored
+        vector u.
+
+        Returns:
+            (new u, W / max(1, sigma / c)), c the `norm_multiplier`; the
+            caller stores u during training.
+        """
         matrix = ops.reshape(self.kernel, [-1, self.kernel_shape[-1]])
         u = self.vector_u.value
         for _ in range(self.power_iterations):
