@@ -71,6 +71,11 @@ def gaussian_nll(y_true, y_pred):
     Returns:
         Tensor of shape `batch_shape`, float32 (float64 for float64
         predictions).
+
+    Example:
+    >>> y_pred = np.array([[0.0, 0.0], [1.0, np.log(4.0)]], "float32")   # [mean, s]
+    >>> gaussian_nll(np.array([0.0, 3.0]), y_pred).numpy().round(4)   # 0.919 + s / 2 + r^2 / 2
+    array([0.9189, 2.1121], dtype=float32)
     """
     mean, log_var = _split_mean_log_var(y_pred)
     y_true = tf.cast(y_true, mean.dtype)
@@ -107,8 +112,11 @@ class GaussianNLL(keras.losses.Loss):
         The reduced NLL (a scalar with the default reduction).
 
     Example:
-    >>> model.add(tfp_bnn.layers.DenseReparameterization(2))
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8, activation="relu")])
+    >>> model.add(tfp_bnn.layers.DenseReparameterization(2, kl_weight=1 / 32))
     >>> model.compile(optimizer="adam", loss=GaussianNLL())
+    >>> float(GaussianNLL()(np.zeros(2), np.zeros((2, 2))))   # 0.5 log(2 pi)
+    0.9189385175704956
     """
 
     def __init__(self, reduction="sum_over_batch_size", name="gaussian_nll", dtype=None):
@@ -171,9 +179,14 @@ def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
         Tensor of shape [n]: log p(y_i) per point (average it for the score).
 
     Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> x_test, y_test = np.random.rand(5, 3), np.random.rand(5)
     >>> outputs = np.stack([model(x_test, training=False) for _ in range(100)])
     >>> ll = gaussian_log_likelihood_mc(y_test, outputs[..., 0], outputs[..., 1])
-    >>> float(tf.reduce_mean(ll))
+    >>> ll.shape   # one log p(y_i) per point; the score is its mean
+    TensorShape([5])
+    >>> gaussian_log_likelihood_mc([0.0], [[0.0], [0.0]], [[0.0], [0.0]]).numpy().round(4)
+    array([-0.9189], dtype=float32)
     """
     y, means = _samples_and_targets(y, means, "means")
     log_vars = tf.cast(log_vars, means.dtype)
@@ -205,7 +218,9 @@ def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
         Scalar tensor.
 
     Example:
-    >>> predictive_rmse(y_test, outputs[..., 0], y_scale=scaler.std)
+    >>> means = np.array([[1.0, 2.0], [3.0, 2.0]])   # T = 2 samples of n = 2 means
+    >>> float(predictive_rmse(np.array([2.0, 0.0]), means, y_scale=10.0))   # errors 0, 2
+    14.142135623730951
     """
     y, means = _samples_and_targets(y, means, "means")
     y_scale = _check_scale(y_scale)
@@ -248,14 +263,20 @@ class MomentGaussianNLL(keras.losses.Loss):
         mode: "diagonal": `y_pred` = [means (D), log variances (D)];
             "full": `y_pred` = [means (D), covariance (D * D, row-major)].
         jitter: relative jitter added to the covariance diagonal, >= 0.
-        reduction, name, dtype: as in `keras.losses.Loss`.
+        reduction: as in `keras.losses.Loss` (default: the mean over the
+            batch).
+        name: name of the loss.
+        dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Call arguments:
         y_true: targets [batch, D] (or [batch] when D = 1).
         y_pred: [batch, 2D] (diagonal) or [batch, D + D^2] (full).
 
     Example:
-    >>> model.compile(optimizer="adam", loss=MomentGaussianNLL(mode="full"))
+    >>> loss = MomentGaussianNLL(mode="full")
+    >>> y_pred = np.array([[0.0, 1.0]], "float32")   # D = 1: mean 0, covariance [[1]]
+    >>> round(float(loss(np.zeros((1, 1)), y_pred)), 4)   # 0.5 log(2 pi)
+    0.9189
     """
 
     def __init__(self, mode="full", jitter=1e-6, reduction="sum_over_batch_size",
