@@ -28,7 +28,7 @@ class MeanRMSE(keras.metrics.Metric):
         name: name of the metric.
         dtype: dtype of the metric's result and state (float32 default).
 
-    Call arguments (`update_state`):
+    Call arguments:
         y_true: targets of shape (batch, units), or (batch,) for units == 1.
         y_pred: outputs of shape (batch, 2 * units): means, then log
             variances.
@@ -40,9 +40,15 @@ class MeanRMSE(keras.metrics.Metric):
         last `reset_state()`, a scalar tensor.
 
     Example:
+    >>> metric = tfp_bnn.metrics.MeanRMSE()
+    >>> metric.update_state([1.0, 2.0], [[1.0, 5.0], [4.0, -3.0]])   # [mean, log variance]
+    >>> float(metric.result())   # sqrt((0^2 + 2^2) / 2), the log variances left out
+    1.4142135381698608
+    >>> x, y = np.random.rand(8, 3).astype("float32"), np.random.rand(8).astype("float32")
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.HeteroscedasticRegression(1)])
     >>> model.compile(optimizer="adam", loss=tfp_bnn.losses.GaussianNLL(),
     ...               metrics=[tfp_bnn.metrics.MeanRMSE()])
-    >>> loss, rmse = model.evaluate(x, y)
+    >>> loss, rmse = model.evaluate(x, y, verbose=0)
     """
 
     def __init__(self, name="mean_rmse", dtype=None):

@@ -11,15 +11,30 @@ import numpy as np
 
 from tfp_bnn import _validation as check
 
-ReliabilityCurve = collections.namedtuple(
-    "ReliabilityCurve", ["edges", "confidence", "accuracy", "counts"]
-)
-ReliabilityCurve.__doc__ = """Per-bin calibration statistics from `reliability_curve`.
 
-Bin b holds the examples whose confidence lies in (edges[b], edges[b+1]]
-(bin 0 also holds a confidence of exactly 0). `confidence` and `accuracy`
-are per-bin means, NaN for an empty bin; `counts` is the int64 number of
-examples per bin."""
+class ReliabilityCurve(collections.namedtuple(
+        "ReliabilityCurve", ["edges", "confidence", "accuracy", "counts"])):
+    """Per-bin calibration statistics from `reliability_curve` (a named tuple).
+
+    Bin b holds the examples whose confidence lies in (edges[b], edges[b+1]]
+    (bin 0 also holds a confidence of exactly 0).
+
+    Args:
+        edges: float64 [num_bins + 1], the bin edges on [0, 1].
+        confidence: float64 [num_bins], the mean confidence per bin, NaN
+            for an empty bin.
+        accuracy: float64 [num_bins], the accuracy per bin, NaN for an
+            empty bin.
+        counts: int64 [num_bins], the number of examples per bin.
+
+    Example:
+    >>> curve = reliability_curve([0, 1], [[0.9, 0.1], [0.8, 0.2]], num_bins=2)
+    >>> curve.counts, curve.accuracy
+    (array([0, 2]), array([nan, 0.5]))
+    """
+
+    __slots__ = ()
+
 
 _TINY64 = float(np.finfo(np.float64).tiny)
 # -log of the clip value: the largest per-example NLL the functions report.
@@ -135,8 +150,13 @@ def reliability_curve(labels, probs, num_bins: int = 15) -> ReliabilityCurve:
         [num_bins] (NaN where a bin is empty), int64 counts.
 
     Example:
-    >>> curve = reliability_curve(y_test, probs, num_bins=10)
+    >>> y_test = np.array([0, 0, 1, 1])
+    >>> probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.45, 0.55]])
+    >>> curve = reliability_curve(y_test, probs, num_bins=5)
+    >>> curve.counts
+    array([0, 0, 2, 1, 1])
     >>> curve.accuracy - curve.confidence   # > 0: under-confident bins
+    array([  nan,   nan, 0.425, 0.3  , 0.1  ])
     """
     num_bins = check_num_bins(num_bins)
     labels, probs = _check_pair(labels, probs)
@@ -168,8 +188,10 @@ def expected_calibration_error(labels, probs, num_bins: int = 15) -> float:
         The ECE, a float in [0, 1].
 
     Example:
-    >>> expected_calibration_error(y_test, probs)
-    0.031
+    >>> y_test = np.array([0, 0, 1, 1])
+    >>> probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.45, 0.55]])
+    >>> round(expected_calibration_error(y_test, probs, num_bins=5), 4)   # all correct
+    0.3125
     """
     curve = reliability_curve(labels, probs, num_bins)
     filled = curve.counts > 0
@@ -192,7 +214,7 @@ def negative_log_likelihood(labels, probs) -> float:
         The mean NLL in nats, a float >= 0.
 
     Example:
-    >>> negative_log_likelihood([0, 1], [[0.9, 0.1], [0.5, 0.5]])  # (-log .9 - log .5) / 2
+    >>> round(negative_log_likelihood([0, 1], [[0.9, 0.1], [0.5, 0.5]]), 3)  # (-log .9 - log .5) / 2
     0.399
     """
     labels, probs = _check_pair(labels, probs)

@@ -11,29 +11,6 @@ import numpy as np
 from tfp_bnn.metrics._scores import MAX_NLL
 from tfp_bnn.metrics._scores import check_num_bins
 
-_ARGUMENTS = """Args:
-        {extra}from_logits: whether `y_pred` holds logits rather than probabilities.
-        name: name of the metric.
-        dtype: float32 (default) or float64, the accumulation dtype.
-
-    Call arguments:
-        y_true: class ids of shape [batch] or [batch, 1], or one-hot [batch, K].
-        y_pred: probabilities (or logits) of shape [batch, K].
-        sample_weight: optional weights of shape [batch]."""
-
-
-def _documented(**extra):
-    """Puts the arguments every streaming metric shares into the class docstring."""
-    lines = "".join(f"{name}: {text}\n        " for name, text in extra.items())
-
-    def decorate(cls):
-        cls.__doc__ = cls.__doc__.replace("ARGUMENTS", _ARGUMENTS.format(extra=lines))
-        return cls
-
-    return decorate
-
-
-
 def _sparse_targets(y_true, y_pred, metric_name):
     """Returns (labels [batch] int32, num_classes) for sparse or one-hot y_true."""
     y_pred_shape = tuple(y_pred.shape)
@@ -109,7 +86,6 @@ class _WeightedMean(_StreamingClassificationMetric):
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-@_documented()
 class NegativeLogLikelihood(_WeightedMean):
     """Streaming mean negative log-likelihood -log p[label].
 
@@ -120,9 +96,22 @@ class NegativeLogLikelihood(_WeightedMean):
     float32, where TensorFlow flushes subnormals to zero) costs 708.4 like a
     zero probability in the NumPy function.
 
-    ARGUMENTS
+    Args:
+        from_logits: whether `y_pred` holds logits rather than probabilities.
+        name: name of the metric.
+        dtype: float32 (default) or float64, the accumulation dtype.
+
+    Call arguments:
+        y_true: class ids of shape [batch] or [batch, 1], or one-hot [batch, K].
+        y_pred: probabilities (or logits) of shape [batch, K].
+        sample_weight: optional weights of shape [batch].
 
     Example:
+    >>> metric = NegativeLogLikelihood()
+    >>> metric.update_state([0, 1], [[0.9, 0.1], [0.5, 0.5]])
+    >>> round(float(metric.result()), 4)   # (-log 0.9 - log 0.5) / 2
+    0.3993
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
     >>> model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
     ...               metrics=[NegativeLogLikelihood(), BrierScore(),
     ...                        ExpectedCalibrationError()])
@@ -143,18 +132,27 @@ class NegativeLogLikelihood(_WeightedMean):
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-@_documented()
 class BrierScore(_WeightedMean):
     """Streaming multi-class Brier score, mean of sum_k (p_k - onehot_k)^2.
 
     Equals `brier_score` (Brier 1950, summed over classes, range [0, 2]) on
     all batches seen. `from_logits=True` applies a softmax first.
 
-    ARGUMENTS
+    Args:
+        from_logits: whether `y_pred` holds logits rather than probabilities.
+        name: name of the metric.
+        dtype: float32 (default) or float64, the accumulation dtype.
+
+    Call arguments:
+        y_true: class ids of shape [batch] or [batch, 1], or one-hot [batch, K].
+        y_pred: probabilities (or logits) of shape [batch, K].
+        sample_weight: optional weights of shape [batch].
 
     Example:
-    >>> model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
-    ...               metrics=[BrierScore()])
+    >>> metric = BrierScore(from_logits=True)
+    >>> metric.update_state([0], [[0.0, 0.0]])   # p = (0.5, 0.5)
+    >>> float(metric.result())   # 0.5^2 + 0.5^2
+    0.5
     """
 
     def __init__(self, from_logits=False, name="brier", dtype=None):
@@ -165,7 +163,6 @@ class BrierScore(_WeightedMean):
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-@_documented(num_bins="number of bins on [0, 1], an int >= 1.")
 class ExpectedCalibrationError(_StreamingClassificationMetric):
     """Streaming expected calibration error over equal-width confidence bins.
 
@@ -175,11 +172,22 @@ class ExpectedCalibrationError(_StreamingClassificationMetric):
     al. 2017, eq. 3). Bins are right-closed, (edges[b], edges[b+1]], as in
     `reliability_curve`; ties in the arg max go to the lowest class index.
 
-    ARGUMENTS
+    Args:
+        num_bins: number of bins on [0, 1], an int >= 1.
+        from_logits: whether `y_pred` holds logits rather than probabilities.
+        name: name of the metric.
+        dtype: float32 (default) or float64, the accumulation dtype.
+
+    Call arguments:
+        y_true: class ids of shape [batch] or [batch, 1], or one-hot [batch, K].
+        y_pred: probabilities (or logits) of shape [batch, K].
+        sample_weight: optional weights of shape [batch].
 
     Example:
-    >>> model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
-    ...               metrics=[ExpectedCalibrationError(num_bins=10)])
+    >>> metric = ExpectedCalibrationError(num_bins=10)
+    >>> metric.update_state([0, 1], [[0.95, 0.05], [0.75, 0.25]])
+    >>> round(float(metric.result()), 4)   # (|1 - 0.95| + |0 - 0.75|) / 2
+    0.4
     """
 
     def __init__(self, num_bins=15, from_logits=False, name="ece", dtype=None):
