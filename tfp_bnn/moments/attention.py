@@ -75,6 +75,13 @@ def scaled_dot_product_attention(q: Moments, k: Moments, v: Moments, mask=None) 
 
     Raises:
         ValueError: naming `q`, `k`, `v` or `mask` for mismatched shapes.
+
+    Example:
+    >>> q = tfp_bnn.moments.Moments(tf.random.normal([1, 3, 2]), tf.fill([1, 3, 2], 0.1))
+    >>> v = tfp_bnn.moments.Moments.deterministic(tf.random.normal([1, 5, 4]))
+    >>> k = tfp_bnn.moments.Moments.deterministic(tf.random.normal([1, 5, 2]))
+    >>> tfp_bnn.moments.scaled_dot_product_attention(q, k, v).mean.shape
+    TensorShape([1, 3, 4])
     """
     q, k, v = _check_qkv(q, k, v)
     mask = check_mask(mask, [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]])
@@ -197,6 +204,12 @@ def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=Non
 
     Raises:
         ValueError: naming `num_heads`, `q`, `k`, `v` or `mask`.
+
+    Example:
+    >>> q = tfp_bnn.moments.Moments(tf.random.normal([1, 3, 4]), tf.fill([1, 3, 4], 0.1))
+    >>> out = tfp_bnn.moments.multi_head_attention(q, q, q, num_heads=2)
+    >>> out.mean.shape, out.mode
+    (TensorShape([1, 3, 4]), 'diagonal')
     """
     q, k, v = _check_qkv(q, k, v)
     num_heads = check.integer("num_heads", num_heads)

@@ -54,7 +54,23 @@ def vector_or_none(value, name, size):
 
 
 def check_mode(mode, name="mode"):
-    """Returns `mode` if it is one of `MODES`, else raises a ValueError naming `name`."""
+    """Returns `mode` if it is one of `MODES`, else raises a ValueError naming `name`.
+
+    Args:
+        mode: "diagonal" or "full".
+        name: the argument name used in the error message.
+
+    Returns:
+        `mode`.
+
+    Example:
+    >>> check_mode("full")
+    'full'
+    >>> check_mode("dense")
+    Traceback (most recent call last):
+    ...
+    ValueError: `mode` must be one of ['diagonal', 'full'], got 'dense'.
+    """
     if tf.is_tensor(mode):  # a string tensor would compare equal to its text
         raise ValueError(
             f"`{name}` must be one of {list(MODES)}, got a tensor: a Moments was returned "
@@ -98,7 +114,15 @@ class Moments(_MomentsFields):
 
     @classmethod
     def deterministic(cls, x, mode="diagonal"):
-        """A constant `x` (no covariance) in the given `mode`."""
+        """A constant `x` (no covariance) in the given `mode`.
+
+        Args:
+            x: a tensor (or array) [B, J, I] or [B, I], cast to float32.
+            mode: "diagonal" or "full".
+
+        Returns:
+            `Moments(x, None, mode)`.
+        """
         return cls(to_float32(x), None, check_mode(mode))
 
     @property
@@ -111,7 +135,11 @@ class Moments(_MomentsFields):
         return int(np.prod(self.mean.shape[1:]))
 
     def variance(self):
-        """The variances, in the shape of `mean`, for both modes."""
+        """The variances, in the shape of `mean`, for both modes.
+
+        Returns:
+            A float32 tensor shaped like `mean` (zeros for a constant).
+        """
         if self.cov is None:
             return tf.zeros_like(self.mean)
         if self.mode == "diagonal":
@@ -119,7 +147,12 @@ class Moments(_MomentsFields):
         return tf.reshape(tf.linalg.diag_part(self.cov), tf.shape(self.mean))
 
     def full_covariance(self):
-        """The covariance as [B, N, N] whatever the mode (zeros if None)."""
+        """The covariance as [B, N, N] whatever the mode (zeros if None).
+
+        Returns:
+            A float32 tensor [B, N, N], N = `event_size`; diagonal for
+            mode "diagonal".
+        """
         n = self.event_size
         if self.cov is None:
             return tf.zeros([tf.shape(self.mean)[0], n, n], self.mean.dtype)
@@ -128,7 +161,14 @@ class Moments(_MomentsFields):
         return tf.linalg.diag(tf.reshape(self.cov, [-1, n]))
 
     def as_mode(self, mode):
-        """The same moments in `mode`; "diagonal" drops every covariance."""
+        """The same moments in `mode`; "diagonal" drops every covariance.
+
+        Args:
+            mode: "diagonal" or "full".
+
+        Returns:
+            A `Moments` in `mode`.
+        """
         check_mode(mode)
         if mode == self.mode or self.cov is None:
             return Moments(self.mean, self.cov, mode)
@@ -137,7 +177,14 @@ class Moments(_MomentsFields):
         return Moments(self.mean, self.full_covariance(), mode)
 
     def scale(self, factor):
-        """Moments of `factor * x` for a constant scalar `factor`."""
+        """Moments of `factor * x` for a constant scalar `factor`.
+
+        Args:
+            factor: a Python or tensor scalar.
+
+        Returns:
+            `Moments` with mean * factor and covariance * factor^2.
+        """
         cov = None if self.cov is None else self.cov * (factor * factor)
         return Moments(self.mean * factor, cov, self.mode)
 

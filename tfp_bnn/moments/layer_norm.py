@@ -188,6 +188,12 @@ def layer_norm(
 
     Raises:
         ValueError: naming the argument with a wrong shape or `method`.
+
+    Example:
+    >>> x = tfp_bnn.moments.Moments(tf.constant([[1.0, 2.0, 3.0, 4.0]]), tf.fill([1, 4], 0.01))
+    >>> z = tfp_bnn.moments.layer_norm(x, None, None, None, None)   # g = 1, no bias
+    >>> z.mean.numpy().round(3)   # (x - 2.5) / sqrt(1.25 + 0.0075 + 1e-3), E[var] with noise
+    array([[-1.337, -0.446,  0.446,  1.337]], dtype=float32)
     """
     check.one_of("method", method, METHODS)
     x = as_moments(x, "x")

@@ -65,6 +65,11 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
         ValueError: naming `y` for a shape mismatch, `jitter` if negative,
             or `noise_variance` if the prediction is a constant and there is
             no noise (the density does not exist).
+
+    Example:
+    >>> pred = tfp_bnn.moments.Moments(tf.zeros([1, 2]), tf.ones([1, 2]))
+    >>> tfp_bnn.moments.gaussian_log_likelihood(tf.zeros([1, 2]), pred).numpy().round(4)
+    array([-1.8379], dtype=float32)
     """
     pred = as_moments(pred, "pred")
     y = to_float32(y)
@@ -117,8 +122,9 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
     for d/ds), while d/ds = 0.5 (1 - r^2 / v) is 2.6e21 there.
 
     Args:
-        y, mean, log_variance: tensors of one shape [B, ...] (any float
-            dtype; computed in float64).
+        y: targets, a tensor [B, ...] (any float dtype; computed in float64).
+        mean: predicted means, of the shape of `y`.
+        log_variance: predicted log variances, of the shape of `y`.
         jitter: relative diagonal jitter (>= 0).
 
     Returns:
@@ -128,6 +134,11 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
     Raises:
         ValueError: naming `y` or `log_variance` if its shape differs from
             `mean`'s, or `jitter` if negative.
+
+    Example:
+    >>> zeros = tf.zeros([1, 2])
+    >>> tfp_bnn.moments.diagonal_log_likelihood(zeros, zeros, zeros).numpy().round(4)   # -log(2 pi)
+    array([-1.8379], dtype=float32)
     """
     jitter = check.number("jitter", jitter, low=0.0)
     f64 = tf.float64
@@ -157,6 +168,10 @@ def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
     Raises:
         ValueError: naming `var` for a shape mismatch or `prior_scale` if
             it is not positive.
+
+    Example:
+    >>> float(tfp_bnn.moments.gaussian_kl_to_normal(tf.ones([3]), tf.ones([3])))   # 3 * 1 / 2
+    1.5
     """
     loc = to_float32(loc)
     var = to_float32(var)

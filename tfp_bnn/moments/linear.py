@@ -109,6 +109,12 @@ def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> M
 
     Raises:
         ValueError: naming the argument whose shape does not fit.
+
+    Example:
+    >>> x = tfp_bnn.moments.Moments.deterministic(tf.ones([1, 2]))
+    >>> y = tfp_bnn.moments.dense(x, kernel_loc=tf.ones([2, 3]), kernel_var=tf.fill([2, 3], 0.1))
+    >>> y.mean.numpy(), y.cov.numpy()   # sum_i x_i M_io, sum_i x_i^2 S_io
+    (array([[2., 2., 2.]], dtype=float32), array([[0.2, 0.2, 0.2]], dtype=float32))
     """
     x = as_moments(x, "x")
     kernel_loc, kernel_var, bias_loc, bias_var = check_dense_params(

@@ -25,11 +25,21 @@ def full_covariance_sizes(batch, seq_len, width, num_heads, key_dim, value_dim, 
     """Bytes of each kind of float32 covariance tensor of a full-mode block.
 
     Args:
-        batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim:
-            positive ints: B, J, I, H, K, Dv, F.
+        batch: B, the number of examples, a positive int.
+        seq_len: J, tokens per example, a positive int.
+        width: I, the model width, a positive int.
+        num_heads: H, attention heads, a positive int.
+        key_dim: K, the query and key head size, a positive int.
+        value_dim: Dv, the value head size, a positive int.
+        ff_dim: F, the feed-forward hidden width, a positive int.
 
     Returns:
         dict name -> bytes (see the module docstring for the names).
+
+    Example:
+    >>> sizes = full_covariance_sizes(1, 4, 8, 2, 4, 4, 16)
+    >>> sizes["score covariance"]   # 4 bytes * B H J^4
+    2048
     """
     for name, value in (("batch", batch), ("seq_len", seq_len), ("width", width),
                         ("num_heads", num_heads), ("key_dim", key_dim),
@@ -53,11 +63,20 @@ def full_covariance_bytes(batch, seq_len, width, num_heads, key_dim, value_dim, 
     """Bytes of the largest float32 covariance tensor of a full-mode block.
 
     Args:
-        batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim:
-            positive ints: B, J, I, H, K, Dv, F.
+        batch: B, the number of examples, a positive int.
+        seq_len: J, tokens per example, a positive int.
+        width: I, the model width, a positive int.
+        num_heads: H, attention heads, a positive int.
+        key_dim: K, the query and key head size, a positive int.
+        value_dim: Dv, the value head size, a positive int.
+        ff_dim: F, the feed-forward hidden width, a positive int.
 
     Returns:
         int, bytes.
+
+    Example:
+    >>> full_covariance_bytes(1, 4, 8, 2, 4, 4, 16)   # 4 bytes * (J F)^2
+    16384
     """
     return max(full_covariance_sizes(batch, seq_len, width, num_heads, key_dim,
                                      value_dim, ff_dim).values())
@@ -70,8 +89,13 @@ def check_full_covariance(batch, seq_len, width, num_heads, key_dim, value_dim, 
     Call it before propagating: it only does arithmetic on the sizes.
 
     Args:
-        batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim:
-            positive ints: B, J, I, H, K, Dv, F.
+        batch: B, the number of examples, a positive int.
+        seq_len: J, tokens per example, a positive int.
+        width: I, the model width, a positive int.
+        num_heads: H, attention heads, a positive int.
+        key_dim: K, the query and key head size, a positive int.
+        value_dim: Dv, the value head size, a positive int.
+        ff_dim: F, the feed-forward hidden width, a positive int.
         max_bytes: the budget for one tensor, in bytes.
 
     Returns:
@@ -80,6 +104,14 @@ def check_full_covariance(batch, seq_len, width, num_heads, key_dim, value_dim, 
     Raises:
         ValueError: naming the sizes, the estimate and `max_bytes`, and
             suggesting mode="diagonal".
+
+    Example:
+    >>> check_full_covariance(1, 4, 8, 2, 4, 4, 16, max_bytes=2**20)
+    16384
+    >>> check_full_covariance(32, 64, 64, 4, 16, 16, 256, max_bytes=2**30)
+    Traceback (most recent call last):
+    ...
+    ValueError: Full-mode moments for batch=32, ... Use mode="diagonal" ...
     """
     check.positive("max_bytes", max_bytes)
     sizes = full_covariance_sizes(batch, seq_len, width, num_heads, key_dim, value_dim, ff_dim)

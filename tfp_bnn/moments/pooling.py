@@ -29,6 +29,14 @@ def select_token(x: Moments, index: int = -1) -> Moments:
     Args:
         x: `Moments` with mean [B, J, I].
         index: the token, -J <= index < J (default: the last one).
+
+    Returns:
+        `Moments` with mean [B, I], in the mode of `x`.
+
+    Example:
+    >>> x = Moments(tf.reshape(tf.range(6.0), [1, 3, 2]), tf.ones([1, 3, 2]))
+    >>> select_token(x).mean.numpy()
+    array([[4., 5.]], dtype=float32)
     """
     num_tokens, width = _check_sequence(x, "x")
     index = check.integer("index", index, minimum=-num_tokens, maximum=num_tokens - 1)
@@ -48,6 +56,18 @@ def mean_over_tokens(x: Moments) -> Moments:
     Full mode: Cov = (1/J^2) sum_{j,k} C_jk over the [I, I] blocks, cross-token
     covariances included. Diagonal mode knows no cross-token covariance and
     takes it as zero: Var = (1/J^2) sum_j v_j.
+
+    Args:
+        x: `Moments` with mean [B, J, I].
+
+    Returns:
+        `Moments` with mean [B, I], in the mode of `x`.
+
+    Example:
+    >>> x = Moments(tf.reshape(tf.range(6.0), [1, 3, 2]), tf.ones([1, 3, 2]))
+    >>> pooled = mean_over_tokens(x)
+    >>> pooled.mean.numpy(), pooled.cov.numpy()   # variances 3 / 3^2
+    (array([[2., 3.]], dtype=float32), array([[0.33333334, 0.33333334]], dtype=float32))
     """
     num_tokens, width = _check_sequence(x, "x")
     mean = tf.reduce_mean(x.mean, axis=1)

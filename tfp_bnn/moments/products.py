@@ -74,6 +74,12 @@ def matmul(a: Moments, b: Moments) -> Moments:
     Raises:
         ValueError: naming `a` or `b` for wrong ranks, mismatched inner
             dimensions or modes.
+
+    Example:
+    >>> a = tfp_bnn.moments.Moments(tf.ones([1, 1, 2]), tf.fill([1, 1, 2], 0.1))
+    >>> c = tfp_bnn.moments.matmul(a, tf.ones([1, 2, 1]))   # b a constant
+    >>> c.mean.numpy().ravel(), c.cov.numpy().ravel()   # sum_p a_p, sum_p Var[a_p]
+    (array([2.], dtype=float32), array([0.2], dtype=float32))
     """
     a, b = as_moments_pair(a, b, ("a", "b"), ranks=(3,))
     mode = a.mode
@@ -119,6 +125,13 @@ def transpose(m: Moments) -> Moments:
 
     Returns:
         Moments with mean [B, p, n] and the re-indexed covariance.
+
+    Example:
+    >>> m = tfp_bnn.moments.Moments(tf.reshape(tf.range(6.0), [1, 2, 3]), tf.ones([1, 2, 3]))
+    >>> tfp_bnn.moments.transpose(m).mean.numpy()
+    array([[[0., 3.],
+            [1., 4.],
+            [2., 5.]]], dtype=float32)
     """
     m = as_moments(m, "m", ranks=(3,))
     n, p = m.mean.shape[1:]

@@ -101,6 +101,12 @@ def relu(x: Moments, method="exact") -> Moments:
 
     Raises:
         ValueError: naming `method` if it is not one of `METHODS`.
+
+    Example:
+    >>> x = tfp_bnn.moments.Moments(tf.zeros([1, 1]), tf.ones([1, 1]))   # N(0, 1)
+    >>> y = tfp_bnn.moments.relu(x)   # 1 / sqrt(2 pi), 1/2 - 1 / (2 pi)
+    >>> float(y.mean[0, 0]), float(y.cov[0, 0])
+    (0.398942..., 0.340845...)
     """
     check.one_of("method", method, METHODS)
     x = as_moments(x, "x")

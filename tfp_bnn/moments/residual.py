@@ -105,6 +105,13 @@ def add(x: Moments, y: Moments, cross=None) -> Moments:
     Raises:
         ValueError: naming `x` and `y` if their shapes or modes differ, or
             `cross` if its shape is wrong.
+
+    Example:
+    >>> x = tfp_bnn.moments.Moments(tf.ones([1, 2]), tf.fill([1, 2], 0.5))
+    >>> y = tfp_bnn.moments.Moments(tf.ones([1, 2]), tf.fill([1, 2], 0.25))
+    >>> z = tfp_bnn.moments.add(x, y)   # independent: the variances add
+    >>> z.mean.numpy(), z.cov.numpy()
+    (array([[2., 2.]], dtype=float32), array([[0.75, 0.75]], dtype=float32))
     """
     x, y = as_moments_pair(x, y, ("x", "y"))
     if not x.mean.shape.is_compatible_with(y.mean.shape):

@@ -101,6 +101,11 @@ def softmax(x: Moments, mask=None) -> Moments:
 
     Raises:
         ValueError: naming `x` or `mask` for bad shapes or dtypes.
+
+    Example:
+    >>> p = tfp_bnn.moments.softmax(tfp_bnn.moments.Moments(tf.zeros([1, 1, 2]), tf.ones([1, 1, 2])))
+    >>> p.mean.numpy()   # symmetric logits: 1/2 each
+    array([[[0.5, 0.5]]], dtype=float32)
     """
     x = as_moments(x, "x", ranks=(3,))
     n, q = x.mean.shape[1:]

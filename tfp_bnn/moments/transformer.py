@@ -263,6 +263,15 @@ def transformer_block(
         ValueError: naming the offending argument, before anything is
             computed: bad mode, relu or layer_norm method, shapes of `x`, `params` or
             `attention_mask`, or a full-mode request over `max_bytes`.
+
+    Example:
+    >>> block = tfp_bnn.layers.BayesianTransformerBlock(num_heads=2, ff_dim=8, kl_weight=1e-3)
+    >>> x = tf.random.normal([2, 3, 4])
+    >>> _ = block(x)   # builds the weights
+    >>> out = tfp_bnn.moments.transformer_block(x, block.moment_parameters(), num_heads=2,
+    ...                                         key_dim=2)
+    >>> out.mean.shape, out.cov.shape   # mode "diagonal": one variance per output
+    (TensorShape([2, 3, 4]), TensorShape([2, 3, 4]))
     """
     check_mode(mode)
     check.one_of("relu", relu, RELU_METHODS)
