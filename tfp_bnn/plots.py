@@ -41,6 +41,21 @@ def png_path(path):
 
     For figure writers outside this module (`tfp_bnn.plots_nodes`, `zoo.run.plots`),
     with `save_figure`.
+
+    Args:
+        path: a str or path-like ending in .png (any case) whose directory
+            exists.
+
+    Returns:
+        `path` as a str.
+
+    Example:
+    >>> png_path("figure.png")
+    'figure.png'
+    >>> png_path("figure.pdf")
+    Traceback (most recent call last):
+    ...
+    ValueError: `path` must end in .png, got 'figure.pdf'.
     """
     path = os.fspath(path)
     if not isinstance(path, str) or not path.lower().endswith(".png"):
@@ -61,7 +76,25 @@ def _check_same_length(**arrays):
 def save_figure(draw, path):
     """Calls `draw(figure)` on a fresh Figure and writes it atomically to `path`.
 
-    `path` should come from `png_path`. Returns `path`.
+    Rendered off-screen (the Agg canvas), so no display is needed; the
+    PNG is written to a temporary name and renamed, so a failed save
+    leaves no partial file.
+
+    Args:
+        draw: a function of a `matplotlib.figure.Figure` that draws on it.
+        path: where to write the PNG, as `png_path` returns it.
+
+    Returns:
+        `path`.
+
+    Example:
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> def draw(figure):
+    ...     figure.add_subplot().plot([0, 1], [0, 1])
+    >>> path = save_figure(draw, os.path.join(directory, "line.png"))
+    >>> os.path.getsize(path) > 0
+    True
     """
     Figure, FigureCanvasAgg = _matplotlib()
     figure = Figure(figsize=_FIGSIZE, dpi=_DPI)
@@ -100,7 +133,13 @@ def reliability_diagram(labels, probs, path, num_bins: int = 15, title=None) -> 
         `path`, as a string.
 
     Example:
-    >>> reliability_diagram(y_test, probs, "figures/reliability.png")
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> y_test = np.array([0, 1, 1, 0])
+    >>> probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.3, 0.7]])
+    >>> path = reliability_diagram(y_test, probs, os.path.join(directory, "reliability.png"))
+    >>> os.path.basename(path)
+    'reliability.png'
     """
     path = png_path(path)
     curve = metrics.reliability_curve(labels, probs, num_bins)
@@ -146,7 +185,14 @@ def regression_band(x, y, mean, std, path, levels=(0.5, 0.95), x_train=None, y_t
         `path`, as a string.
 
     Example:
-    >>> regression_band(x_test, y_test, mu, sigma, "band.png", x_train=x, y_train=y)
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> x = np.linspace(-1.0, 1.0, 20)
+    >>> mu, sigma = np.sin(3 * x), 0.1 + 0.2 * np.abs(x)
+    >>> path = regression_band(x, mu + 0.05, mu, sigma, os.path.join(directory, "band.png"),
+    ...                        x_train=x[::4], y_train=mu[::4])
+    >>> os.path.exists(path)
+    True
     """
     path = png_path(path)
     x, y = check.vector("x", x), check.vector("y", y)
@@ -206,7 +252,13 @@ def uncertainty_histograms(scores_in, scores_out, path, score_name="predictive e
         `path`, as a string.
 
     Example:
-    >>> uncertainty_histograms(entropy_test, entropy_ood, "ood.png")
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> entropy_test, entropy_ood = np.random.rand(100) * 0.5, 0.3 + np.random.rand(50)
+    >>> path = uncertainty_histograms(entropy_test, entropy_ood,
+    ...                               os.path.join(directory, "ood.png"))
+    >>> os.path.exists(path)
+    True
     """
     path = png_path(path)
     area = metrics.auroc(scores_in, scores_out)

@@ -49,7 +49,12 @@ def node_posterior_marginals(layer, path, site="input", dims=(0, 1), num_samples
         `path`, as a string.
 
     Example:
-    >>> node_posterior_marginals(model.layers[0], "nodes.png", dims=(0, 3))
+    >>> import os, tempfile
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.NodeDense(8, num_components=2)])
+    >>> path = os.path.join(tempfile.mkdtemp(), "nodes.png")
+    >>> path = node_posterior_marginals(model.layers[0], path, dims=(0, 3), num_samples=200)
+    >>> os.path.exists(path)
+    True
     """
     path = png_path(path)
     if not isinstance(layer, NodeLayer):
