@@ -22,6 +22,9 @@ setup(
     long_description=(HERE / "README.md").read_text(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
+    # The repository's address: colab/store_outputs.py writes it into the
+    # notebooks' Colab badges and install cells.
+    url="https://github.com/tfp-bnn/tfp_bnn",
     python_requires=">=3.10",
     packages=find_packages(include=["tfp_bnn", "tfp_bnn.*", "zoo", "zoo.*"]),
     package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md",
