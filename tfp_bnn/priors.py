@@ -85,6 +85,13 @@ class Prior(ConfigObject):
     a prior with variables also implements `build`. `has_analytic_kl` says
     whether there is a closed-form KL divergence from a Normal posterior to
     this prior (`kl_from_normal`).
+
+    Example:
+    >>> prior = tfp_bnn.priors.NormalPrior(scale=2.0)
+    >>> prior.build(keras.layers.Layer(), "kernel", (3, 2)) is prior   # no variables
+    True
+    >>> prior.distribution((3, 2)).event_shape
+    TensorShape([3, 2])
     """
 
     has_analytic_kl = False
@@ -95,6 +102,14 @@ class Prior(ConfigObject):
         A prior with variables creates them with `layer.add_weight` (names
         starting with `name`) and returns a copy of itself holding them; this
         default, for priors without variables, returns the prior itself.
+
+        Args:
+            layer: the Keras layer whose weight the prior is of.
+            name: the weight's name, the prefix of the prior's variables.
+            shape: the weight's shape.
+
+        Returns:
+            The `Prior` to use for that weight.
         """
         del layer, name, shape
         return self
@@ -103,11 +118,27 @@ class Prior(ConfigObject):
         raise NotImplementedError
 
     def kl_from_normal(self, loc, scale):
-        """Sum over elements of KL(N(loc, scale^2) || p), in closed form."""
+        """Sum over elements of KL(N(loc, scale^2) || p), in closed form.
+
+        Args:
+            loc: posterior means, in the weight shape.
+            scale: posterior standard deviations, in the weight shape.
+
+        Returns:
+            A scalar tensor, the KL in nats.
+        """
         raise NotImplementedError(f"{type(self).__name__} has no closed-form KL.")
 
     def distribution(self, shape, dtype="float32"):
-        """The prior over a whole weight tensor of `shape` (for inspection)."""
+        """The prior over a whole weight tensor of `shape` (for inspection).
+
+        Args:
+            shape: the weight's shape.
+            dtype: the distribution's dtype.
+
+        Returns:
+            A `tfd.Distribution` whose event shape is `shape`.
+        """
         element = self.element_distribution(dtype)
         rank = element.batch_shape.rank
         if rank:  # per-weight parameters: the batch already has the weight shape
@@ -124,6 +155,11 @@ class NormalPrior(Prior):
     Args:
         loc: mean of the prior.
         scale: standard deviation, > 0.
+
+    Example:
+    >>> prior = NormalPrior(scale=2.0)
+    >>> float(prior.kl_from_normal(tf.zeros(4), tf.fill([4], 2.0)))   # q = p
+    0.0
     """
 
     has_analytic_kl = True
@@ -158,6 +194,11 @@ class ScaleMixturePrior(Prior):
         pi: weight of the wide component, in (0, 1).
         sigma1: scale of the wide component, > sigma2.
         sigma2: scale of the narrow component, > 0.
+
+    Example:
+    >>> prior = ScaleMixturePrior(pi=0.25, sigma1=1.0, sigma2=0.01)
+    >>> prior.has_analytic_kl   # the layers take the Monte Carlo KL
+    False
     """
 
     has_analytic_kl = False
@@ -245,7 +286,14 @@ class TrainableNormalPrior(Prior):
         return built
 
     def loc_scale(self, dtype="float32"):
-        """The prior's (loc, scale) tensors: scalars or weight-shaped."""
+        """The prior's (loc, scale) tensors: scalars or weight-shaped.
+
+        Args:
+            dtype: the tensors' dtype.
+
+        Returns:
+            (loc, scale) of the built prior.
+        """
         if self.variables is None:
             raise ValueError(
                 "TrainableNormalPrior has no variables yet: use the prior that "
@@ -289,6 +337,12 @@ class CenteredNormalPrior(Prior):
 
     Args:
         scale: the prior standard deviation, the same for every weight; > 0.
+
+    Example:
+    >>> prior = CenteredNormalPrior(scale=0.5).build(keras.layers.Layer(), "kernel", (2,))
+    >>> _ = prior.loc.assign([1.0, -1.0])   # the trained weights w0
+    >>> prior.distribution((2,)).mean().numpy()
+    array([ 1., -1.], dtype=float32)
     """
 
     has_analytic_kl = True
@@ -323,12 +377,24 @@ _PRIORS = {"normal": NormalPrior, "scale_mixture": ScaleMixturePrior,
            "trainable_normal": TrainableNormalPrior}
 
 
-
 def get(identifier):
     """Resolves `identifier` to a `Prior`.
 
     Accepts a `Prior`, `None` (the N(0, 1) default), a name from
     `{"normal", "scale_mixture", "trainable_normal"}` (default arguments), or
     a serialized dict.
+
+    Args:
+        identifier: a `Prior`, None, one of those names, or the dict
+            `keras.saving.serialize_keras_object` made of a prior.
+
+    Returns:
+        A `Prior`.
+
+    Example:
+    >>> get(None)
+    NormalPrior(loc=0.0, scale=1.0)
+    >>> get("scale_mixture").pi
+    0.5
     """
     return resolve(identifier, Prior, _PRIORS, "prior", default=NormalPrior)

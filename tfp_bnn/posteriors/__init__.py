@@ -85,5 +85,18 @@ def get(identifier):
     Accepts a `Posterior`, `None` (the `MeanFieldNormal` default), a name
     from `{"mean_field_normal", "flow", "full_covariance_normal"}` (default
     arguments), or a serialized dict.
+
+    Args:
+        identifier: a `Posterior`, None, one of those names, or the dict
+            `keras.saving.serialize_keras_object` made of a posterior.
+
+    Returns:
+        A `Posterior`.
+
+    Example:
+    >>> get(None)
+    MeanFieldNormal(rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0)
+    >>> type(get("full_covariance_normal")).__name__
+    'FullCovarianceNormal'
     """
     return resolve(identifier, Posterior, _POSTERIORS, "posterior", default=MeanFieldNormal)

@@ -67,7 +67,9 @@ class FlowPosterior(Posterior):
         flows: a flow name from `tfp_bnn.flows.FLOWS` or a list of them.
         length: the number of flow steps, an int >= 0 (0: `MeanFieldNormal`
             with a Monte Carlo KL); a list of names is repeated cyclically.
-        rho_init, rho_init_stddev: as in `MeanFieldNormal`.
+        rho_init: mean of the initial rho of the Gaussian base, as in
+            `MeanFieldNormal`.
+        rho_init_stddev: spread of the initial rho values, >= 0.
         sylvester_rank: columns of Q in Sylvester steps (see
             `NormalizingFlow`); None for min(D, 16).
 
@@ -115,7 +117,14 @@ class FlowPosterior(Posterior):
         return FlowPrepared(loc, tf.nn.softplus(rho), _FLOWS[id(params[0])], mean)
 
     def prepare(self, params):
-        """(loc, scale, flow, mean) with mean = NF(loc), reshaped like the weights."""
+        """(loc, scale, flow, mean) with mean = NF(loc), reshaped like the weights.
+
+        Args:
+            params: the variables `build` returned.
+
+        Returns:
+            A named tuple (loc, scale, flow, mean).
+        """
         prepared = self._prepare(params)
         mean, _ = self._push(prepared.flow, prepared.loc, tf.reshape(prepared.loc, [1, -1]))
         return prepared._replace(mean=mean[0])
@@ -125,6 +134,12 @@ class FlowPosterior(Posterior):
 
         It samples; its `log_prob` needs an inverse, which planar and Sylvester
         steps do not have in closed form.
+
+        Args:
+            prepared: what `prepare` returned.
+
+        Returns:
+            A `tfd.TransformedDistribution`.
         """
         loc, scale, flow, _ = prepared
         base = tfd.MultivariateNormalDiag(tf.reshape(loc, [-1]), tf.reshape(scale, [-1]))
@@ -135,7 +150,14 @@ class FlowPosterior(Posterior):
         )
 
     def mean(self, prepared):
-        """NF(loc): the flow image of the base mean (not the exact mean)."""
+        """NF(loc): the flow image of the base mean (not the exact mean).
+
+        Args:
+            prepared: what `prepare` returned.
+
+        Returns:
+            A float32 tensor in the weight shape.
+        """
         return prepared.mean
 
     def _eps(self, prepared, sample_shape, seed):
@@ -146,7 +168,18 @@ class FlowPosterior(Posterior):
         return self.sample_n(prepared, 1, seed, dtype, noise_scale)[0]
 
     def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
-        """[S, *shape]: the flow maps the S base draws in one call."""
+        """[S, *shape]: the flow maps the S base draws in one call.
+
+        Args:
+            prepared: what `prepare` returned.
+            num_samples: S, an int.
+            seed: an int32 seed pair, shape [2].
+            dtype: the dtype of the samples.
+            noise_scale: scalar multiplying the noise (0 gives the mean).
+
+        Returns:
+            A tensor [num_samples, *weight shape] in `dtype`.
+        """
         loc, scale, flow, _ = prepared
         eps = self._eps(prepared, (num_samples,), seed) * tf.cast(noise_scale, "float32")
         z0 = tf.reshape(loc, [1, -1]) + tf.reshape(scale, [1, -1]) * eps
@@ -159,6 +192,17 @@ class FlowPosterior(Posterior):
         The posterior always draws (whatever `with_noise` and `prior` say):
         without a closed-form KL, even `kl_divergence()` needs a sample. A
         `None` seed (the layer's analytic path) uses the fixed seed (0, 0).
+
+        Args:
+            params: the variables `build` returned.
+            seed: an int32 seed pair (shape [2]) for the noise, or None without noise.
+            dtype: the layer's compute dtype, for the perturbation.
+            prior: a prior to take the closed-form KL to, or None.
+            with_noise: False skips the perturbation (it is then None).
+
+        Returns:
+            `PosteriorDraw(prepared, perturbation, None, log_prob)`: the KL is
+            left to the layer.
         """
         prepared = self._prepare(params)
         loc, scale, flow, _ = prepared

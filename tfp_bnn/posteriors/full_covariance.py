@@ -80,7 +80,14 @@ class FullCovarianceNormal(NormalPosterior):
         return (loc, rho, tril)
 
     def prepare(self, params):
-        """(loc, scale_tril): the loc in the weight shape, L for the flattened weights."""
+        """(loc, scale_tril): the loc in the weight shape, L for the flattened weights.
+
+        Args:
+            params: the variables `build` returned.
+
+        Returns:
+            (loc, scale_tril): loc in the weight shape, scale_tril [D, D].
+        """
         loc, rho, tril = (tf.convert_to_tensor(p) for p in params)
         diag = tf.nn.softplus(tf.reshape(rho, [-1]))
         if self.scale_offset:
@@ -91,7 +98,15 @@ class FullCovarianceNormal(NormalPosterior):
         return FullCovariancePrepared(loc, tf.linalg.set_diag(lower, diag))
 
     def distribution(self, prepared):
-        """q(w) as a `MultivariateNormalTriL`, reshaped to the weight shape (event)."""
+        """q(w) as a `MultivariateNormalTriL`, reshaped to the weight shape (event).
+
+        Args:
+            prepared: what `prepare` returned.
+
+        Returns:
+            `tfd.MultivariateNormalTriL` (event shape [D]) for a vector weight, else
+            that distribution reshaped to the weight shape.
+        """
         loc, scale_tril = prepared
         mvn = tfd.MultivariateNormalTriL(loc=tf.reshape(loc, [-1]), scale_tril=scale_tril)
         if loc.shape.rank == 1:
@@ -122,6 +137,13 @@ class FullCovarianceNormal(NormalPosterior):
 
             0.5 * (sum_ij L_ij^2 / s0_i^2 + sum_i ((m_i - m0_i) / s0_i)^2 - D)
             + sum_i log s0_i - sum_i log L_ii.
+
+        Args:
+            prepared: what `prepare` returned.
+            prior: a `tfp_bnn.priors.Prior` of the same weights.
+
+        Returns:
+            A float32 scalar, the KL in nats.
         """
         p = prior.element_distribution("float32")
         if not isinstance(p, tfd.Normal):
@@ -145,6 +167,16 @@ class FullCovarianceNormal(NormalPosterior):
         """The perturbation L eps with log q of the sample, computed from eps:
 
             log q(w) = sum(-eps^2 / 2) - sum(log L_ii) - D log(2 pi) / 2.
+
+        Args:
+            params: the variables `build` returned.
+            seed: an int32 seed pair (shape [2]) for the noise, or None without noise.
+            dtype: the layer's compute dtype, for the perturbation.
+            prior: a prior to take the closed-form KL to, or None.
+            with_noise: False skips the perturbation (it is then None).
+
+        Returns:
+            `PosteriorDraw(prepared, perturbation, kl, log_prob)`.
         """
         prepared = self.prepare(params)
         perturbation = log_prob = None

@@ -81,6 +81,13 @@ class MeanFieldNormal(NormalPosterior):
         rho_init: mean of the initial rho values.
         rho_init_stddev: spread of the initial rho values, >= 0.
         scale_offset: added to softplus(rho), >= 0.
+
+    Example:
+    >>> posterior = MeanFieldNormal(rho_init=-3.0, rho_init_stddev=0.0)
+    >>> layer = tfp_bnn.layers.DenseReparameterization(2, posterior=posterior, seed=0)
+    >>> _ = layer(np.ones((1, 3), "float32"))
+    >>> float(layer.kernel_posterior.stddev()[0, 0])   # softplus(-3)
+    0.048587...
     """
 
     is_location_scale = True
@@ -107,7 +114,14 @@ class MeanFieldNormal(NormalPosterior):
         return (loc, rho)
 
     def prepare(self, params):
-        """(loc, scale) with scale = softplus(rho), computed once per call."""
+        """(loc, scale) with scale = softplus(rho), computed once per call.
+
+        Args:
+            params: the variables `build` returned.
+
+        Returns:
+            (loc, scale), tensors in the weight shape.
+        """
         loc, rho = params
         scale = tf.nn.softplus(rho)
         if self.scale_offset:
