@@ -88,6 +88,14 @@ class ClassificationPrediction:
 
     Attributes:
         probs, predictive_entropy, expected_entropy, mutual_information.
+
+    Example:
+    >>> samples = np.array([[[0.9, 0.1]], [[0.5, 0.5]]])   # T = 2 samples, N = 1, K = 2
+    >>> pred = ClassificationPrediction.from_samples(samples)
+    >>> pred.probs
+    array([[0.7, 0.3]])
+    >>> pred.mutual_information.round(4)   # H[mean p] - mean H[p_t]
+    array([0.1017])
     """
 
     def __init__(self, probs, expected_entropy, num_samples, sample_probs=None):
@@ -100,13 +108,26 @@ class ClassificationPrediction:
         self.mutual_information = summaries["mutual_information"]
 
     def summaries(self):
-        """The `CLASSIFICATION_SUMMARIES` dict ("probabilities", ...) `export_predictive` serves."""
+        """The `CLASSIFICATION_SUMMARIES` dict ("probabilities", ...) `export_predictive` serves.
+
+        Returns:
+            dict of float64 arrays: "probabilities" [N, K], "predictive_entropy",
+            "expected_entropy" and "mutual_information" [N].
+        """
         return {name: np.asarray(value) for name, value in _predictive.classification_summaries(
             self.probs, self.expected_entropy).items()}
 
     @classmethod
     def from_samples(cls, sample_probs, output="probabilities"):
-        """From T sampled outputs [T, N, K] of kind `output` (see `classification`)."""
+        """From T sampled outputs [T, N, K] of kind `output` (see `classification`).
+
+        Args:
+            sample_probs: sampled outputs [T, N, K].
+            output: their kind: "probabilities", "logits" or "log_probabilities".
+
+        Returns:
+            A `ClassificationPrediction` that keeps the sampled probabilities.
+        """
         check.one_of("output", output, VALUE_OUTPUTS)
         sample_probs = np.asarray(sample_probs)
         if sample_probs.ndim != 3 or 0 in sample_probs.shape:
@@ -121,7 +142,14 @@ class ClassificationPrediction:
                    num_samples, np.exp(log_p))
 
     def nll(self, labels):
-        """Mean negative log predictive probability of the labels (nats)."""
+        """Mean negative log predictive probability of the labels (nats).
+
+        Args:
+            labels: integer class ids [N].
+
+        Returns:
+            A float.
+        """
         return metrics.negative_log_likelihood(labels, self.probs)
 
     def accuracy(self, labels):
@@ -131,18 +159,42 @@ class ClassificationPrediction:
         return metrics.brier_score(labels, self.probs)
 
     def ece(self, labels, num_bins=15):
-        """Expected calibration error with `num_bins` equal-width bins."""
+        """Expected calibration error with `num_bins` equal-width bins.
+
+        Args:
+            labels: integer class ids [N].
+            num_bins: number of confidence bins, an int >= 1.
+
+        Returns:
+            A float in [0, 1].
+        """
         return metrics.expected_calibration_error(labels, self.probs, num_bins=num_bins)
 
     def score(self, name="predictive_entropy"):
-        """An uncertainty score per point, higher = more uncertain."""
+        """An uncertainty score per point, higher = more uncertain.
+
+        Args:
+            name: "predictive_entropy" (default), "expected_entropy",
+                "mutual_information" or "one_minus_max_probability".
+
+        Returns:
+            A float64 array [N].
+        """
         check.one_of("name", name, SCORES)
         if name == "one_minus_max_probability":
             return 1.0 - self.probs.max(axis=-1)
         return getattr(self, name)
 
     def ood_auroc(self, out_of_distribution, score="predictive_entropy"):
-        """AUROC of telling `out_of_distribution` (a prediction) from this one by `score`."""
+        """AUROC of telling `out_of_distribution` (a prediction) from this one by `score`.
+
+        Args:
+            out_of_distribution: the `ClassificationPrediction` of the OOD inputs.
+            score: the score's name, as in `score`.
+
+        Returns:
+            A float in [0, 1]; 0.5 means no separation.
+        """
         if not isinstance(out_of_distribution, ClassificationPrediction):
             raise ValueError("`out_of_distribution` must be a ClassificationPrediction (from "
                              "tfp_bnn.predict.classification on the OOD inputs), got "
@@ -198,15 +250,23 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
             last activation is refused, and so are "logits" that are
             probabilities in every row (they would give a wrong NLL).
         keep_samples: also keep the [T, N, K] sampled probabilities.
-        batch_size, samples_per_call, max_rows, jit_compile: chunking and
-            compilation, as in `tfp_bnn.predict.sample`.
+        batch_size: inputs per traced call (default min(N, 1024)).
+        samples_per_call: weight samples per traced call (default: as many
+            as keep samples_per_call * batch_size <= max_rows).
+        max_rows: memory bound in tiled rows per call, used for the
+            default samples_per_call.
+        jit_compile: compile the traced calls with XLA.
 
     Returns:
         `ClassificationPrediction`.
 
     Example:
-    >>> pred = tfp_bnn.predict.classification(model, x_test, num_samples=100)
-    >>> pred.accuracy(y_test), pred.ece(y_test), pred.mutual_information.mean()
+    >>> x, y = np.random.rand(6, 4).astype("float32"), np.array([0, 1, 2, 0, 1, 2])
+    >>> model = keras.Sequential([keras.Input((4,)), tfp_bnn.layers.DenseFlipout(3)])
+    >>> pred = tfp_bnn.predict.classification(model, x, num_samples=100)   # logits
+    >>> pred.probs.shape, pred.mutual_information.shape
+    ((6, 3), (6,))
+    >>> scores = pred.accuracy(y), pred.ece(y), pred.nll(y)
     """
     plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
     output = resolve_output(model, output)

@@ -55,6 +55,19 @@ class DistributionPrediction(RegressionPrediction):
         sample_distributions: list of (t0, t1, n0, n1, distribution): the
             distribution of samples t0..t1-1 at points n0..n1-1, batch axis
             sample-major.
+
+    Args:
+        sample_means: array [T, N, D] of the sampled distributions' means.
+        sample_variances: array [T, N, D] of their variances.
+        sample_distributions: the list of the `sample_distributions`
+            attribute.
+
+    Example:
+    >>> normal = tfp.distributions.Normal(tf.zeros([2, 1]), 1.0)   # T = 2, N = 1, D = 1
+    >>> pred = DistributionPrediction(np.zeros((2, 1, 1)), np.ones((2, 1, 1)),
+    ...                               [(0, 2, 0, 1, normal)])
+    >>> pred.log_likelihood(np.zeros((1, 1))).round(4)   # log N(0; 0, 1)
+    array([-0.9189])
     """
 
     def __init__(self, sample_means, sample_variances, sample_distributions):
@@ -67,7 +80,14 @@ class DistributionPrediction(RegressionPrediction):
                          "or rescale the targets you score.")
 
     def sample_log_prob(self, y):
-        """log p(y | x, w_t) per sample and point, [T, N] (outputs of a point summed)."""
+        """log p(y | x, w_t) per sample and point, [T, N] (outputs of a point summed).
+
+        Args:
+            y: targets [N, D] (or [N]).
+
+        Returns:
+            A float64 array [T, N].
+        """
         y = self._targets(y)
         out = np.empty((self.num_samples, y.shape[0]))
         for t0, t1, n0, n1, distribution in self.sample_distributions:
@@ -81,13 +101,27 @@ class DistributionPrediction(RegressionPrediction):
         return out
 
     def log_likelihood(self, y):
-        """Predictive log density of each target by log-mean-exp over samples; [N]."""
+        """Predictive log density of each target by log-mean-exp over samples; [N].
+
+        Args:
+            y: targets [N, D] (or [N]).
+
+        Returns:
+            A float64 array [N].
+        """
         log_p = self.sample_log_prob(y)
         peak = log_p.max(axis=0)
         return peak + np.log(np.mean(np.exp(log_p - peak), axis=0))
 
     def interval(self, level=0.95):
-        """Central `level` prediction interval of the predictive mixture, per point."""
+        """Central `level` prediction interval of the predictive mixture, per point.
+
+        Args:
+            level: the central probability, in (0, 1).
+
+        Returns:
+            (lower, upper), arrays [N, D].
+        """
         if all(_is_normal(d) for *_, d in self.sample_distributions):
             return super().interval(level)
         level = check.number("level", level, 0, 1, low_open=True, high_open=True)
@@ -142,8 +176,12 @@ def distribution(model, x, num_samples=100, batch_size=None, samples_per_call=No
             `IndependentPoisson`, `DistributionLambda`, ...).
         x: inputs of N examples (array, tensor, or list/dict of them).
         num_samples: T >= 1 weight samples.
-        batch_size, samples_per_call, max_rows, jit_compile: chunking and
-            compilation, as in `tfp_bnn.predict.sample`.
+        batch_size: inputs per traced call (default min(N, 1024)).
+        samples_per_call: weight samples per traced call (default: as many
+            as keep samples_per_call * batch_size <= max_rows).
+        max_rows: memory bound in tiled rows per call, used for the
+            default samples_per_call.
+        jit_compile: compile the traced calls with XLA.
 
     Returns:
         `DistributionPrediction`: mean, epistemic / aleatoric / total
@@ -151,8 +189,12 @@ def distribution(model, x, num_samples=100, batch_size=None, samples_per_call=No
         `coverage(y, level)`.
 
     Example:
-    >>> pred = tfp_bnn.predict.distribution(model, x_test, num_samples=100)
-    >>> pred.log_likelihood(y_test).mean(), pred.epistemic_variance.mean()
+    >>> x = np.random.rand(6, 3).astype("float32")
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2),
+    ...                           tfp_bnn.layers.IndependentNormal(1)])
+    >>> pred = tfp_bnn.predict.distribution(model, x, num_samples=50)
+    >>> pred.log_likelihood(np.zeros(6)).shape, pred.epistemic_variance.shape
+    ((6,), (6, 1))
     """
     plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
     return collect(model, plan, jit_compile=jit_compile)

@@ -64,6 +64,13 @@ class MonteCarloRunner:
     Attributes:
         traced_draw, traced_call, traced_call_distribution: the `tf.function`s behind
             `draw`, `call` and `call_distribution` (for audits that trace them).
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> runner = MonteCarloRunner(model)
+    >>> draws = runner.draw(4)   # 4 weight samples of every variational layer
+    >>> runner.call(np.ones((5, 3), "float32"), draws, 4).shape
+    TensorShape([4, 5, 2])
     """
 
     def __init__(self, model, jit_compile=False):
@@ -126,6 +133,14 @@ class MonteCarloRunner:
         With `distribution`, the output distribution (batch S * B, sample-major). The body
         of a caller's own `tf.function` (the served predictive of `tfp_bnn.export`); the
         same pieces `chunks` runs through this runner's traced functions.
+
+        Args:
+            inputs: a batch [B, ...] (or the model's input structure).
+            num_samples: S.
+            distribution: return the output distribution instead of the outputs.
+
+        Returns:
+            Outputs [S, B, ...], or a `tfd.Distribution` of batch [S * B, ...].
         """
         draws = self.traced_draw(num_samples)
         if distribution:
@@ -133,15 +148,40 @@ class MonteCarloRunner:
         return self._call_impl(inputs, draws, num_samples)
 
     def draw(self, num_samples):
-        """Weight samples of every variational layer for one chunk of samples."""
+        """Weight samples of every variational layer for one chunk of samples.
+
+        Args:
+            num_samples: S, an int or a scalar int tensor.
+
+        Returns:
+            The drawn weights, one entry per variational layer.
+        """
         return self.traced_draw(num_samples)
 
     def call(self, inputs, draws, num_samples):
-        """Model outputs [S, B, ...] for inputs [B, ...] under the drawn samples."""
+        """Model outputs [S, B, ...] for inputs [B, ...] under the drawn samples.
+
+        Args:
+            inputs: a batch [B, ...] (or the model's input structure).
+            draws: what `draw(num_samples)` returned.
+            num_samples: S.
+
+        Returns:
+            Outputs [S, B, ...].
+        """
         return self.traced_call(inputs, draws, num_samples)
 
     def call_distribution(self, inputs, draws, num_samples):
-        """The output distribution of a distribution head, batch [S * B, ...] sample-major."""
+        """The output distribution of a distribution head, batch [S * B, ...] sample-major.
+
+        Args:
+            inputs: a batch [B, ...] (or the model's input structure).
+            draws: what `draw(num_samples)` returned.
+            num_samples: S.
+
+        Returns:
+            A `tfd.Distribution` of batch [S * B, ...].
+        """
         return self.traced_call_distribution(inputs, draws, num_samples)
 
 

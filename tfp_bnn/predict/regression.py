@@ -47,8 +47,12 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
             aleatoric variance `noise_variance` (1/tau, e.g. from
             `tfp_bnn.mc_dropout.model_precision`) or none.
         noise_variance: homoscedastic noise variance for output="mean".
-        batch_size, samples_per_call, max_rows, jit_compile: chunking and
-            compilation, as in `tfp_bnn.predict.sample`.
+        batch_size: inputs per traced call (default min(N, 1024)).
+        samples_per_call: weight samples per traced call (default: as many
+            as keep samples_per_call * batch_size <= max_rows).
+        max_rows: memory bound in tiled rows per call, used for the
+            default samples_per_call.
+        jit_compile: compile the traced calls with XLA.
 
     Returns:
         `RegressionPrediction` with the mean, the epistemic / aleatoric /
@@ -56,8 +60,13 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
         coverage(y, level).
 
     Example:
-    >>> pred = tfp_bnn.predict.regression(model, x_test, num_samples=100)
-    >>> pred.log_likelihood(y_test).mean(), pred.coverage(y_test, 0.95)
+    >>> x = np.random.rand(6, 3).astype("float32")
+    >>> model = keras.Sequential([keras.Input((3,)),
+    ...                           tfp_bnn.layers.HeteroscedasticRegression(1, projection="flipout")])
+    >>> pred = tfp_bnn.predict.regression(model, x, num_samples=100)
+    >>> pred.mean.shape, pred.epistemic_variance.shape
+    ((6, 1), (6, 1))
+    >>> ll, covered = pred.log_likelihood(np.zeros(6)).mean(), pred.coverage(np.zeros(6), 0.95)
     """
     check.one_of("output", output, OUTPUTS)
     if noise_variance is not None:

@@ -40,6 +40,13 @@ class RegressionPrediction:
     Attributes:
         mean, epistemic_variance, aleatoric_variance, total_variance, stddev:
             arrays [N, D] (or [N]).
+
+    Example:
+    >>> pred = RegressionPrediction(np.array([[1.0], [3.0]]), np.array([[1.0], [1.0]]))
+    >>> pred.mean, pred.epistemic_variance, pred.total_variance   # T = 2, N = 1
+    (array([2.]), array([1.]), array([2.]))
+    >>> pred.rescale(shift=10.0, scale=2.0).mean
+    array([14.])
     """
 
     def __init__(self, sample_means, sample_variances=None):
@@ -78,7 +85,12 @@ class RegressionPrediction:
         return self.sample_means.shape[0]
 
     def summaries(self):
-        """The `REGRESSION_SUMMARIES` dict ("mean", "stddev", ...) `export_predictive` serves."""
+        """The `REGRESSION_SUMMARIES` dict ("mean", "stddev", ...) `export_predictive` serves.
+
+        Returns:
+            dict of arrays: "mean", "stddev", "epistemic_variance",
+            "aleatoric_variance", each [N, D] (or [N]).
+        """
         return {name: np.asarray(value) for name, value in _predictive.regression_summaries(
             self.mean, self.epistemic_variance, self.aleatoric_variance).items()}
 
@@ -88,6 +100,14 @@ class RegressionPrediction:
         Maps predictions on standardised targets back to the data's units
         (e.g. `shift=scaler.mean, scale=scaler.std`); log-likelihoods then
         come out in those units.
+
+        Args:
+            shift: added to the means (the targets' mean).
+            scale: multiplies the means, and its square the variances (the
+                targets' std).
+
+        Returns:
+            A new prediction of the same class.
         """
         scale = np.asarray(scale, dtype=np.float64)
         if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
@@ -121,6 +141,12 @@ class RegressionPrediction:
 
         Outputs of a point are treated as independent given the weights, so
         their log densities add up per sample before the log-mean-exp.
+
+        Args:
+            y: targets [N, D] (or [N] for D = 1).
+
+        Returns:
+            A float64 array [N].
         """
         y = self._targets(y)
         if np.any(self.sample_variances == 0):
@@ -135,7 +161,14 @@ class RegressionPrediction:
         return peak + np.log(np.mean(np.exp(log_densities - peak), axis=0))
 
     def rmse(self, y):
-        """Root mean squared error of the predictive mean (over points and outputs)."""
+        """Root mean squared error of the predictive mean (over points and outputs).
+
+        Args:
+            y: targets [N, D] (or [N] for D = 1).
+
+        Returns:
+            A float.
+        """
         y = self._targets(y)
         return float(np.sqrt(np.mean(np.square(self.mean - y))))
 
@@ -146,6 +179,12 @@ class RegressionPrediction:
         Gaussians, found by bisection on its CDF (60 halvings: below float64
         resolution); without aleatoric noise, empirical quantiles of the
         sampled means.
+
+        Args:
+            level: the central probability, in (0, 1).
+
+        Returns:
+            (lower, upper), arrays shaped like `mean`.
         """
         level = check.number("level", level, 0, 1, low_open=True, high_open=True)
         low_q, high_q = (1 - level) / 2, (1 + level) / 2
@@ -173,13 +212,28 @@ class RegressionPrediction:
         return 0.5 * (low + high)
 
     def coverage(self, y, level=0.95):
-        """Fraction of targets inside the central `level` prediction interval."""
+        """Fraction of targets inside the central `level` prediction interval.
+
+        Args:
+            y: targets [N, D] (or [N] for D = 1).
+            level: the central probability, in (0, 1).
+
+        Returns:
+            A float in [0, 1]; about `level` for a calibrated model.
+        """
         y = self._targets(y)
         lower, upper = self.interval(level)
         return float(np.mean((y >= lower) & (y <= upper)))
 
     def z_interval(self, level=0.95):
-        """mean +- z * stddev: the Gaussian approximation of `interval`."""
+        """mean +- z * stddev: the Gaussian approximation of `interval`.
+
+        Args:
+            level: the central probability, in (0, 1).
+
+        Returns:
+            (lower, upper), arrays shaped like `mean`.
+        """
         level = check.number("level", level, 0, 1, low_open=True, high_open=True)
         z = NormalDist().inv_cdf((1 + level) / 2)
         return self.mean - z * self.stddev, self.mean + z * self.stddev

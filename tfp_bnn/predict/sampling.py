@@ -38,8 +38,11 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
         distributions themselves.
 
     Example:
+    >>> model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2)])
+    >>> x_test = np.random.rand(5, 3).astype("float32")
     >>> draws = tfp_bnn.predict.sample(model, x_test, num_samples=100)
-    >>> draws.mean(axis=0)  # the Monte Carlo predictive mean
+    >>> draws.shape, draws.mean(axis=0).shape   # the Monte Carlo predictive mean
+    ((100, 5, 2), (5, 2))
     """
     plan = engine.prepare(model, x, num_samples, batch_size, samples_per_call, max_rows)
     what = "The Monte Carlo samples"
