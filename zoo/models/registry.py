@@ -40,6 +40,21 @@ class ModelSpec:
         paper: the paper its defaults follow.
         sampling_free: True when, with its defaults, one deterministic pass gives the
             predictive distribution (no Monte Carlo needed).
+
+    Args:
+        name: the `name` attribute.
+        builder: the `builder` attribute.
+        tasks: the `tasks` attribute.
+        inputs: the `inputs` attribute.
+        summary: the `summary` attribute.
+        paper: the `paper` attribute.
+        sampling_free: the `sampling_free` attribute (default False).
+
+    Example:
+    >>> import zoo
+    >>> spec = zoo.get_spec("dvi_mlp")
+    >>> spec.tasks, spec.sampling_free
+    (('regression',), True)
     """
 
     name: str
@@ -57,6 +72,9 @@ class ModelSpec:
         num_train, seed) and those its variant fixes (heteroscedastic, a
         node_bnn's posterior) are not overrides; the message lists the accepted
         ones. Values are the builder's to check.
+
+        Args:
+            overrides: dict of builder keyword arguments.
         """
         accepted = set(inspect.signature(self.builder).parameters) - {
             "input_shape", "task", "num_classes", "num_train", "seed", "heteroscedastic",
@@ -74,8 +92,19 @@ _BOTH = ("regression", "classification")
 def get_spec(name) -> ModelSpec:
     """The `ModelSpec` registered under `name`.
 
+    Args:
+        name: a name from `list_models()`.
+
+    Returns:
+        The `ModelSpec`.
+
     Raises:
         ValueError: for an unknown name, listing the known ones.
+
+    Example:
+    >>> import zoo
+    >>> zoo.get_spec("flipout_mlp").inputs
+    ('table', 'image', 'sequence')
     """
     if not isinstance(name, str) or name not in SPECS:
         close = difflib.get_close_matches(name, SPECS, n=1) if isinstance(name, str) else []
@@ -143,12 +172,35 @@ MODELS = {spec.name: spec.builder for spec in _SPECS}
 
 
 def list_models():
-    """Names of the registered models, sorted."""
+    """Names of the registered models, sorted.
+
+    Returns:
+        A list of str.
+
+    Example:
+    >>> import zoo
+    >>> "flipout_mlp" in zoo.list_models()
+    True
+    """
     return sorted(SPECS)
 
 
 def get_model(name):
-    """The builder function registered under `name` (see `build_model`)."""
+    """The builder function registered under `name` (see `build_model`).
+
+    Args:
+        name: a name from `list_models()`.
+
+    Returns:
+        The builder, a callable(input_shape, task, num_classes, num_train,
+        seed, **overrides) returning a compiled `keras.Model`.
+
+    Example:
+    >>> import zoo
+    >>> model = zoo.get_model("mc_dropout_mlp")((4,), num_train=100, hidden_units=(8,))
+    >>> model.output.shape   # [mean, log variance]
+    (None, 2)
+    """
     return get_spec(name).builder
 
 
@@ -180,6 +232,13 @@ def build_model(name, input_shape, task="regression", num_classes=None, num_trai
         ValueError: unknown model (listing the known ones), unknown task or
             one the model does not support, or an override the builder does
             not take; the builders name any invalid value.
+
+    Example:
+    >>> import zoo
+    >>> model = zoo.build_model("flipout_mlp", input_shape=(8,), num_train=927,
+    ...                         hidden_units=(16,))
+    >>> model(np.zeros((2, 8), "float32")).shape   # [mean, log variance]
+    TensorShape([2, 2])
     """
     spec = get_spec(name)
     if task not in _common.TASKS:

@@ -23,10 +23,7 @@ Monte Carlo samples; one pass for a sampling-free model, the M members of a dete
 ensemble: `zoo.run.scoring.predict`); a candidate stops after PATIENCE checks without a
 better log-likelihood.
 
-Example:
->>> result = auto(x_train, y_train, x_test, y_test, seed=0)
->>> result.selection.candidate.name, result.scores["log_likelihood"]
->>> prediction = result.predict(x_new)  # in the data's units
+`auto`'s docstring has an example that runs in a few seconds.
 """
 
 import dataclasses
@@ -278,14 +275,32 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
     chosen epochs, so its learning rate follows the search's run up to the best check.
 
     Args:
-        x_train, y_train: raw training rows (see `select`).
-        x_test, y_test: raw test rows or None; read only to score the refitted model.
-        seed, budget_minutes, verbose, candidates: as `select`.
+        x_train: raw training inputs [n, d] (not standardised).
+        y_train: raw training targets [n] or [n, 1].
+        x_test: raw test inputs, or None; read only to score the refitted model.
+        y_test: raw test targets, or None (given exactly when `x_test` is).
+        seed: int >= 0: the validation cut, initial weights, noise and shuffling.
+        budget_minutes: wall-time cap of the search and refit, in minutes.
         num_samples: T, Monte Carlo samples of the test predictive.
+        verbose: print one line per trial.
+        candidates: `Candidate`s, best first (default `CANDIDATES`).
 
     Returns:
         `AutoResult(model, selection, scores, x_scaler, y_scaler)`; scores as
         `zoo.run.scoring.regression_scores` (plus predict and train seconds) or None.
+
+    Example:
+    >>> import zoo
+    >>> from zoo.run.candidates import Candidate
+    >>> x = np.random.rand(60, 3).astype("float32")
+    >>> y = x.sum(axis=1) + 0.1 * np.random.randn(60)
+    >>> tiny = [Candidate("small_dropout", "mc_dropout_mlp", {"hidden_units": (8,)}, steps=10)]
+    >>> result = zoo.auto(x[:50], y[:50], x[50:], y[50:], seed=0, candidates=tiny, num_samples=10)
+    >>> result.selection.candidate.name, sorted(result.scores)[:3]
+    ('small_dropout', ['coverage_95', 'log_likelihood', 'mean_stddev'])
+    >>> prediction = result.predict(x[50:52])  # in the data's units
+    >>> prediction.mean.shape
+    (2, 1)
     """
     num_samples = check.integer("num_samples", num_samples)
     x, y, *_ = _check_search(x_train, y_train, seed, budget_minutes, candidates,
