@@ -12,6 +12,17 @@ VERSION = re.search(
     re.M,
 ).group(1)
 
+# The documentation site (.ci/docs/mkdocs.yml; README, "Documentation"): MkDocs, the
+# static-site builder whose hooks (.ci/docs/hooks.py) make every page (1.6: generated
+# files); mkdocs-material, its theme, which ships its assets, so a page needs no
+# network; mkdocstrings-python, which renders the API pages from the Google-style
+# (Keras) docstrings through griffe's static analysis, so the build does not import
+# TensorFlow (2.0.11, the version tested: it brings griffe 2, whose extension hooks
+# .ci/docs/griffe_keras.py uses); mkdocs-jupyter, which renders colab/*.ipynb with the
+# outputs stored in them (0.26: its `cache` option).
+DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
+        "mkdocs-jupyter>=0.26"]
+
 setup(
     name="tfp-bnn",
     version=VERSION,
@@ -59,8 +70,10 @@ setup(
         # the suite in two processes (pytest.ini): most tests are small
         # models bound by Python overhead, so two workers on two cores took
         # the suite from 22 to 14 minutes.
+        # The docs packages too: tests/docs builds the site with --strict.
         "test": ["pytest", "pytest-xdist", "tf-keras", "matplotlib", "scikit-learn",
-                 "nbclient", "nbformat", "ipykernel"],
+                 "nbclient", "nbformat", "ipykernel"] + DOCS,
+        "docs": DOCS,
     },
     classifiers=[
         "Programming Language :: Python :: 3",

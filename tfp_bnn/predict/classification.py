@@ -87,7 +87,11 @@ class ClassificationPrediction:
         sample_probs: optional [T, N, K] sampled probabilities.
 
     Attributes:
-        probs, predictive_entropy, expected_entropy, mutual_information.
+        probs: [N, K] predictive probabilities.
+        predictive_entropy: [N] entropy of `probs`, the total uncertainty.
+        expected_entropy: [N] mean entropy of the samples, the aleatoric part.
+        mutual_information: [N] `predictive_entropy - expected_entropy`, the
+            epistemic part.
 
     Example:
     >>> samples = np.array([[[0.9, 0.1]], [[0.5, 0.5]]])   # T = 2 samples, N = 1, K = 2

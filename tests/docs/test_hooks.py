@@ -1,0 +1,111 @@
+"""The site's hooks and griffe extension (.ci/docs), on small inputs, without a build.
+
+test_site.py shows the whole site builds; these show that the checks it
+relies on can fail: a missing or unread docstring section is a warning
+(so `--strict` fails), and the Keras sections reach griffe as sections.
+"""
+
+import importlib.util
+import logging
+import pathlib
+
+import griffe
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / "docs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hooks = _load("hooks")
+griffe_keras = hooks.griffe_keras
+
+
+def function(docstring, parameters=("x",)):
+    """A griffe function `f(*parameters)` with `docstring`, read as the site reads it."""
+    fn = griffe.Function("f", parameters=griffe.Parameters(
+        *(griffe.Parameter(name) for name in parameters)))
+    fn.docstring = griffe.Docstring(griffe_keras.keras_sections(docstring), parent=fn,
+                                    parser=griffe.Parser.google,
+                                    parser_options={"warnings": False})
+    return fn
+
+
+KERAS_STYLE = """Summary.
+
+Args:
+    x: a value.
+
+Call arguments:
+    inputs: a tensor.
+    training: a flag.
+
+Returns:
+    Its double.
+
+Example:
+
+>>> f(1)
+2
+"""
+
+
+def test_keras_sections_become_griffe_sections():
+    rewritten = griffe_keras.keras_sections(KERAS_STYLE)
+    assert len(rewritten.split("\n")) == len(KERAS_STYLE.split("\n"))  # warnings keep lines
+    sections = {section.title: section for section in function(KERAS_STYLE).docstring.parsed
+                if section.kind is not griffe.DocstringSectionKind.text}
+    assert list(sections) == ["Args:", "Call arguments:", None, "Example:"]
+    assert [p.name for p in sections["Call arguments:"].value] == ["inputs", "training"]
+    assert sections["Example:"].kind is griffe.DocstringSectionKind.examples
+    assert sections["Example:"].value[0][1] == ">>> f(1)\n2"
+
+
+@pytest.mark.parametrize("docstring, message", [
+    ("Summary.\n\nArgs:\n    x: a value.\n", "no Example section"),
+    ("Summary.\n\nExample:\n>>> f(1)\n", "no Args section (arguments: x)"),
+    ("Summary.\n\nArgs:\n    x: a value.\nReturns:\n    y.\n\nExample:\n>>> f(1)\n",
+     "'Returns:' is not read as a section"),
+    ("Summary.\n\nArgs:\n    x: a value.\nExample:\n>>> f(1)\n",
+     "'Examples: Example:' is not read as a section"),
+])
+def test_missing_or_unread_section_is_a_warning(docstring, message, caplog):
+    with caplog.at_level(logging.WARNING, logger=hooks.log.name):
+        hooks._check_sections("demo.f", function(docstring))
+    assert any(message in record.getMessage() for record in caplog.records), caplog.text
+
+
+def test_complete_docstring_passes(caplog):
+    with caplog.at_level(logging.WARNING, logger=hooks.log.name):
+        hooks._check_sections("demo.f", function(KERAS_STYLE))
+    assert not caplog.records, caplog.text
+
+
+def test_links_to_repository_files(caplog):
+    site = {"colab/quickstart.ipynb": "colab/quickstart.ipynb"}
+    text = "[a](colab/quickstart.ipynb) [b](setup.py#L1) [c](https://x.org/) `[d](nope.md)`"
+    with_url = hooks.rewrite_links(text, "guide/page.md", site, "https://repo")
+    assert with_url.startswith("[a](../colab/quickstart.ipynb) [b](https://repo/blob/main/setup.py#L1)"
+                               " [c](https://x.org/)")
+    assert hooks.rewrite_links("[b](setup.py)", "index.md", site, None) == "b"
+    fenced = "```\n[b](setup.py)\n```"
+    assert hooks.rewrite_links(fenced, "index.md", site, None) == fenced
+    with caplog.at_level(logging.WARNING, logger=hooks.log.name):
+        hooks.rewrite_links("[x](no/such/file.md)", "index.md", site, None)
+    assert "not in the repository" in caplog.text
+
+
+def test_public_objects_as_python_binds_them():
+    packages = hooks.load_packages(ROOT)
+    tfp_bnn = dict(griffe_keras.public_objects(packages["tfp_bnn"])["tfp_bnn.moments"])
+    # `from tfp_bnn.moments.relu import relu` replaces the submodule by the function.
+    assert tfp_bnn["relu"].is_function and tfp_bnn["relu"].path == "tfp_bnn.moments.relu.relu"
+    zoo = dict(griffe_keras.public_objects(packages["zoo"])["zoo"])
+    # zoo's names are bound lazily by a module __getattr__; each resolves to its definition.
+    assert zoo["build_model"].final_target.path == "zoo.models.registry.build_model"
+    assert zoo["auto"].final_target.is_function
