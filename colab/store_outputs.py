@@ -10,7 +10,10 @@ Each is executed in a fresh `python3` kernel in a temporary working directory
 atomically with its outputs and execution counts; a notebook whose run fails is
 left as it was. tests/colab/test_notebooks.py re-executes every notebook and
 fails when its outputs differ in kind from the stored ones (see
-`output_kinds`): run this script again after changing a notebook.
+`output_kinds`): run this script again after changing a notebook. The test
+runs each notebook with its settings (epochs, Monte Carlo samples) cut down,
+in a cell injected after the one tagged "parameters" (`with_parameters`);
+this script always runs them at full size.
 
 The repository address has one home, setup.py's `url=`. Every run (and
 `--repository-only`, which executes nothing) rewrites each notebook's "Open in
@@ -125,6 +128,50 @@ def stale_cells(stored, fresh) -> list[str]:
             for index, kinds in stored_kinds.items() if fresh_kinds[index] != kinds]
 
 
+PARAMETERS_TAG = "parameters"  # papermill's name for the cell of a notebook's settings
+INJECTED_TAG = "injected-parameters"
+
+
+def parameters_cell(notebook) -> int:
+    """Index of the one code cell tagged "parameters": the settings a run may override."""
+    tagged = [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+              and PARAMETERS_TAG in cell.metadata.get("tags", [])]
+    if len(tagged) != 1:
+        raise ValueError(f"expected one code cell tagged {PARAMETERS_TAG!r}, found {len(tagged)}")
+    return tagged[0]
+
+
+def with_parameters(notebook, overrides: dict):
+    """A copy of `notebook` that runs with `overrides` (name -> value) for its settings.
+
+    As papermill does, a cell assigning the new values is put right after the
+    parameters cell (tagged "injected-parameters"). Each name must be assigned
+    in the parameters cell itself, so that a renamed setting fails here instead
+    of the run silently keeping its full-size value.
+    """
+    index = parameters_cell(notebook)
+    assigned = {target.id for node in ast.parse(notebook.cells[index].source).body
+                if isinstance(node, ast.Assign) for target in node.targets
+                if isinstance(target, ast.Name)}
+    unknown = sorted(set(overrides) - assigned)
+    if unknown:
+        raise ValueError(f"the parameters cell assigns no {', '.join(unknown)}")
+    changed = copy.deepcopy(notebook)
+    cell = nbformat.v4.new_code_cell(
+        "".join(f"{name} = {value!r}\n" for name, value in overrides.items()))
+    cell.metadata["tags"] = [INJECTED_TAG]
+    changed.cells.insert(index + 1, cell)
+    return changed
+
+
+def without_injected(notebook):
+    """`notebook` without the cell `with_parameters` added (for comparing with the stored one)."""
+    changed = copy.deepcopy(notebook)
+    changed.cells = [cell for cell in changed.cells
+                     if INJECTED_TAG not in cell.metadata.get("tags", [])]
+    return changed
+
+
 def execute(notebook, workdir) -> None:
     """Runs `notebook` in place in a fresh kernel whose working directory is `workdir`.
 
@@ -158,6 +205,7 @@ def _replace(path: pathlib.Path, text: str) -> None:
 def store(name: str) -> None:
     path = COLAB / name
     notebook = nbformat.read(path, as_version=4)
+    parameters_cell(notebook)  # the tests override its settings: it must be there
     metadata = copy.deepcopy(notebook.metadata)
     with tempfile.TemporaryDirectory(prefix="colab-run-") as workdir:
         execute(notebook, workdir)
