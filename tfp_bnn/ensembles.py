@@ -47,7 +47,7 @@ Example:
 >>> history = ensemble.fit(x, y, epochs=2, verbose=0)
 >>> prediction = tfp_bnn.predict.regression(ensemble, x[:5], num_samples=3)
 >>> prediction.mean.shape
-(5,)
+(5, 1)
 """
 
 import keras

@@ -24,11 +24,10 @@ Example:
 >>> directory = tempfile.mkdtemp()
 >>> model.save(os.path.join(directory, "model.keras"))
 >>> again = tfp_bnn.load_model(os.path.join(directory, "model.keras"))
->>> path = tfp_bnn.export.export_predictive(model, os.path.join(directory, "predictive"),
-...                                         task="classification", output="logits")
->>> served = tfp_bnn.load_predictive(path)
->>> served.serve(x, tf.constant(100))["probabilities"].shape
-TensorShape([2, 3])
+>>> again.layers[0].kernel_posterior.event_shape
+TensorShape([4, 3])
+
+`load_predictive`'s example loads what `tfp_bnn.export.export_predictive` wrote.
 """
 
 import os

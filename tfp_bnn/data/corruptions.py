@@ -44,7 +44,7 @@ keeps the module free of a dependency `setup.py` does not declare, and
 corrupts a whole batch at once instead of looping over images in Python.
 
 Example:
->>> x = load_digits()["x_test"]
+>>> x = tfp_bnn.data.load_digits()["x_test"]
 >>> shifted = corrupt(x, "rotation", intensity=3, seed=0)
 >>> shifted.shape, shifted.dtype
 ((359, 8, 8, 1), dtype('float32'))

@@ -43,8 +43,10 @@ def split_mean_log_variance(outputs):
         (mean, s), each of shape `outputs.shape[:-1] + (units,)`.
 
     Example:
-    >>> mean, log_var = split_mean_log_variance(model.predict(x))
-    >>> sigma = np.exp(0.5 * log_var)
+    >>> outputs = np.array([[1.0, 2.0, 0.0, np.log(4.0)]], "float32")   # 2 units
+    >>> mean, log_var = split_mean_log_variance(outputs)
+    >>> mean.numpy(), np.exp(0.5 * log_var)   # means, noise standard deviations
+    (array([[1., 2.]], dtype=float32), array([[1., 2.]], dtype=float32))
     """
     outputs = ops.convert_to_tensor(outputs)
     size = outputs.shape[-1] if len(outputs.shape) else None

@@ -138,7 +138,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
     Example:
     >>> inputs = keras.Input((2,))
     >>> h = tfp_bnn.layers.SpectralNormalization(keras.layers.Dense(64, "relu"))(inputs)
-    >>> logits = RandomFeatureGaussianProcess(3, likelihood="classification")(h)
+    >>> logits = RandomFeatureGaussianProcess(3, num_inducing=128, likelihood="classification")(h)
     >>> model = keras.Model(inputs, logits)
     >>> model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     >>> x = np.random.rand(32, 2).astype("float32")

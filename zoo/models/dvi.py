@@ -32,9 +32,12 @@ second hidden layer creates. Mode "diagonal" still keeps Cov[m, l], computed
 exactly from the last hidden variances.
 
 Example:
->>> model = dvi_mlp((8,), num_train=927)
->>> model.fit(x, y, epochs=10)
->>> mean, log_variance = model.predict(x)[:, 0], model.predict(x)[:, 1]
+>>> x = np.random.rand(32, 8).astype("float32")
+>>> model = dvi_mlp((8,), num_train=927, hidden_units=(16,))   # compiled: fit(x, y) trains it
+>>> outputs = model(x)   # one deterministic pass, no sampling
+>>> mean, log_variance = outputs[:, 0], outputs[:, 1]
+>>> mean.shape
+TensorShape([32])
 """
 
 import math

@@ -7,8 +7,11 @@ Adam. Any registry model can be the member instead (`member=`). Builder argument
 `zoo.models._common`; predict with a `num_samples` that is a multiple of `num_members`.
 
 Example:
->>> model = deep_ensemble((8,), num_train=927, num_members=5)
->>> tfp_bnn.predict.regression(model, x_test, num_samples=5)
+>>> model = deep_ensemble((8,), num_train=927, num_members=5, hidden_units=(16,))
+>>> x_test = np.random.rand(4, 8).astype("float32")
+>>> prediction = tfp_bnn.predict.regression(model, x_test, num_samples=5)   # one per member
+>>> prediction.mean.shape
+(4, 1)
 """
 
 import keras

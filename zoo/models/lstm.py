@@ -17,7 +17,8 @@ Monte Carlo: `tfp_bnn.predict.regression` draws T weight samples.
 
 Example:
 >>> model = bayesian_lstm_forecaster((24, 1), num_train=2556, units=32)
->>> outputs = model(windows)   # [batch, 2]: mean, log noise variance
+>>> model.output.shape   # [batch, 2]: mean, log noise variance
+(None, 2)
 """
 
 import keras
@@ -63,8 +64,13 @@ def bayesian_lstm_forecaster(input_shape, task="regression", num_classes=None, n
             argument out of range (`zoo.models._common.check_common`).
 
     Example:
-    >>> model = bayesian_lstm_forecaster((24, 1), num_train=2556, seed=0)
-    >>> prediction = tfp_bnn.predict.regression(model, windows, num_samples=100)
+    >>> model = bayesian_lstm_forecaster((6, 1), num_train=2556, units=4, seed=0)
+    >>> windows = np.random.rand(3, 6, 1).astype("float32")
+    >>> model(windows).shape   # one weight sample: [mean, log noise variance]
+    TensorShape([3, 2])
+
+    `tfp_bnn.predict.regression(model, windows, num_samples=100)` gives the
+    predictive distribution.
     """
     input_shape, num_train, seed = _common.check_common(input_shape, task, num_classes,
                                                         num_train, seed)

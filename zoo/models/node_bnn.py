@@ -21,8 +21,11 @@ of the training set (never on the test images; BENCHMARKS.md). `node_bnn_mlp_flo
 the posterior. Builder arguments as in `zoo.models._common`.
 
 Example:
+>>> import zoo
 >>> model = node_bnn_mlp((8,), num_train=927)
 >>> model = node_bnn_cnn_flow(**zoo.models.digits.DIGITS, num_train=1437, seed=0)
+>>> model.output.shape   # logits of the 10 digits
+(None, 10)
 """
 
 import functools
