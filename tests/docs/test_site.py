@@ -187,9 +187,12 @@ def stored_outputs(notebook):
             data = output.get("data", {})
             if "image/png" in data:
                 images.append("".join(data["image/png"]).strip()[:200])
-            text = output.get("text") or data.get("text/plain") or []
+            # Text as the page shows it: a stream, or text/plain with nothing richer
+            # beside it (nbconvert renders the richest representation).
+            text = output.get("text") or (data.get("text/plain") if set(data) <= {"text/plain"}
+                                          else None) or []
             text = [line.strip() for line in "".join(text).splitlines() if line.strip()]
-            if text and "image/png" not in data:
+            if text:
                 lines.append(text[0])
     return images, lines
 
