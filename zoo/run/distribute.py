@@ -29,15 +29,24 @@ What Keras 3 (3.15, TensorFlow backend) does under
   number of replicas and the gradients are summed over replicas.
 
 Example:
->>> strategy = strategy_for("multiworker")      # first TF work in the process
->>> keras.utils.set_random_seed(seed)           # the same seed on every worker
+The steps of a run, here under the default strategy (one process, the
+chief); each worker of a cluster runs the same lines with
+`strategy_for("multiworker")`, the first TensorFlow work in its process:
+
+>>> import tempfile, zoo
+>>> strategy = strategy_for("default")
+>>> keras.utils.set_random_seed(0)              # the same seed on every worker
 >>> with strategy.scope():
-...     model = build_model()
->>> workdir = worker_directory(out, strategy)
->>> model.fit(x, y, batch_size=32, epochs=10,
-...           callbacks=[backup_callback(out, strategy)])
+...     model = zoo.build_model("mc_dropout_mlp", (3,), num_train=32, hidden_units=(8,))
+>>> out = tempfile.mkdtemp()
+>>> workdir = worker_directory(out, strategy)   # `out` itself on the chief
+>>> x, y = np.random.rand(32, 3), np.random.rand(32)
+>>> history = model.fit(x, y, batch_size=32, epochs=1, verbose=0,
+...                     callbacks=[backup_callback(out, strategy)])
 >>> model.save(os.path.join(workdir, "model.keras"))   # every worker saves
 >>> finish(out, workdir, strategy)              # drops a non-chief's files
+>>> os.listdir(out)
+['model.keras']
 """
 
 import dataclasses
@@ -212,9 +221,12 @@ def strategy_for(name):
         RuntimeError: for "multiworker" after TensorFlow's runtime started.
 
     Example:
-    >>> strategy = strategy_for("mirrored")
+    >>> import zoo
+    >>> strategy = strategy_for("mirrored")   # every local device, here the CPU
     >>> with strategy.scope():
-    ...     model = zoo.get_model("bbb_mlp")(8, num_train=927)
+    ...     model = zoo.get_model("bbb_mlp")((8,), num_train=927)
+    >>> strategy.num_replicas_in_sync >= 1
+    True
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; choose one of {list(STRATEGIES)}.")
@@ -248,9 +260,15 @@ def is_chief(strategy) -> bool:
     multi-worker strategy, True for the "chief" task, or for worker 0 when
     the cluster has no chief.
 
+    Args:
+        strategy: a `tf.distribute.Strategy`.
+
+    Returns:
+        A bool.
+
     Example:
-    >>> if is_chief(strategy):
-    ...     write_results(out)
+    >>> is_chief(tf.distribute.get_strategy())   # no cluster: this process writes
+    True
     """
     task = _task(strategy)
     return task is None or chief_task(*task)
@@ -265,9 +283,18 @@ def worker_directory(out, strategy):
     place, so a restarted worker finds its backup, and one that `finish`
     deletes at the end. Given that directory itself as `out`, returns it.
 
+    Args:
+        out: the run directory.
+        strategy: the strategy the run trains under.
+
+    Returns:
+        The absolute path of this process' directory.
+
     Example:
-    >>> workdir = worker_directory("runs/a", strategy)   # "runs/a" on the chief
-    >>> model.save(os.path.join(workdir, "model.keras"))
+    >>> import tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "a")
+    >>> worker_directory(out, tf.distribute.get_strategy()) == out   # `out` on the chief
+    True
     """
     directory = worker_path(out, strategy)
     os.makedirs(directory, exist_ok=True)
@@ -308,8 +335,14 @@ def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, sav
         delete_checkpoint: delete it when `fit` completes.
         save_interval: minimum seconds between saves (0: every epoch end).
 
+    Returns:
+        A `tfp_bnn.callbacks.AtomicBackupAndRestore`.
+
     Example:
-    >>> model.fit(x, y, epochs=100, callbacks=[backup_callback(out, strategy)])
+    >>> import tempfile
+    >>> callback = backup_callback(tempfile.mkdtemp(), tf.distribute.get_strategy())
+    >>> os.path.basename(callback.backup_dir)
+    '.backup'
     """
     return AtomicBackupAndRestore(os.path.join(worker_directory(out, strategy), BACKUP),
                                   fingerprint=fingerprint,
@@ -345,9 +378,18 @@ def with_data_sharding(dataset):
     front. Batch with the global batch size. NumPy inputs to `fit` need
     nothing: Keras sets DATA itself.
 
+    Args:
+        dataset: a `tf.data.Dataset`.
+
+    Returns:
+        The dataset with the DATA auto-shard policy.
+
     Example:
+    >>> x, y = np.random.rand(128, 3), np.random.rand(128)
     >>> data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
-    >>> model.fit(with_data_sharding(data), epochs=10)
+    >>> sharded = with_data_sharding(data)
+    >>> sharded.options().experimental_distribute.auto_shard_policy.name
+    'DATA'
     """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

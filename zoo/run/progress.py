@@ -9,8 +9,15 @@ per run:
     epoch  40/400  loss 1.234  data_loss 1.101  kl 0.133  5s
 
 Example:
->>> fit_verbose, callbacks = progress(verbose=1, epochs=400)
->>> model.fit(x, y, epochs=400, verbose=fit_verbose, callbacks=callbacks)
+>>> import io
+>>> log = io.StringIO()   # a file or pipe: one plain line per epoch, no bar
+>>> fit_verbose, callbacks = progress(verbose=1, epochs=2, stream=log)
+>>> x, y = np.random.rand(8, 3), np.random.rand(8)
+>>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+>>> model.compile("sgd", "mse")
+>>> history = model.fit(x, y, epochs=2, verbose=fit_verbose, callbacks=callbacks)
+>>> fit_verbose, log.getvalue().count("epoch")
+(0, 2)
 """
 
 import sys

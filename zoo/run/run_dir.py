@@ -14,13 +14,19 @@ the lock when the process ends, however it ends (SIGKILL too), so a stale
 lock file is harmless. A clean exit removes the lock file.
 
 Example:
->>> check(out)                        # read-only: refuses early, writes nothing
+>>> import tempfile
+>>> out = os.path.join(tempfile.mkdtemp(), "run")
+>>> check(out) == out                 # read-only: refuses early, writes nothing
+True
 >>> directory = claim(out)            # creates, locks, writes the marker
+>>> staged_file = os.path.join(os.path.dirname(out), "staged.keras")
+>>> _ = open(staged_file, "w").write("weights")
 >>> try:
-...     directory.add(".staging"); ...
 ...     directory.move_in(staged_file, "model.keras")
 ... finally:
 ...     directory.release()
+>>> read_marker(out)
+['model.keras']
 """
 
 import errno

@@ -22,8 +22,15 @@ Classification: accuracy, nll (nats), ece (15 equal-width bins) and brier
 of the predictive probabilities (`tfp_bnn.metrics`).
 
 Example:
->>> history, seconds = fit(model, x_train, y_train, epochs=100, batch_size=32)
->>> result, prediction = score(model, x_test, y_test_in_data_units, shift=mean, scale=std)
+>>> import zoo
+>>> x = np.random.rand(40, 3).astype("float32")
+>>> y = 10.0 + 2.0 * x.sum(axis=1)   # data units
+>>> mean, std = y[:32].mean(), y[:32].std()
+>>> model = zoo.build_model("mc_dropout_mlp", (3,), num_train=32, hidden_units=(8,))
+>>> history, seconds = fit(model, x[:32], (y[:32] - mean) / std, epochs=1, batch_size=32)
+>>> result, prediction = score(model, x[32:], y[32:], num_samples=10, shift=mean, scale=std)
+>>> sorted(result)
+['coverage_95', 'log_likelihood', 'mean_stddev', 'predict_seconds', 'rmse']
 """
 
 import time
