@@ -9,7 +9,7 @@ cluster, and each path must lower to XLA.
     python -m zoo.experiments.accelerator_audit     one line per path
 
 Example:
->>> reports = audit(models=["flipout_mlp"], moments_full=False)
+>>> reports = audit(models=["flipout_mlp"], xla=False, moments_full=False)
 >>> reports["train_step[flipout_mlp]"].fallback
 {}
 """

@@ -114,8 +114,17 @@ def build_parser():
 def main(argv=None):
     """Entry point of `python -m zoo`; returns the process exit code.
 
+    Args:
+        argv: the command-line arguments (default `sys.argv[1:]`).
+
+    Returns:
+        0 on success; bad arguments exit with code 2 and one error line.
+
     Example:
-    >>> main(["--epochs", "5", "--seed", "1"])
+    >>> main(["--epochs", "1", "--samples", "5"])   # the default job: many epochs, T = 100
+    bbb_mlp on concrete: 927 train / 103 test, 1 epochs, batch 32, seed 0
+    ...
+    0
     """
     parser = build_parser()
     args = parser.parse_args(argv)

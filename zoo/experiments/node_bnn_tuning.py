@@ -13,8 +13,15 @@ shifted sets (clean validation NLL, accuracy and ECE are reported too).
 The winners are what `zoo.models.node_bnn.TUNED` holds.
 
 Example:
->>> result = tune(epochs=60, seed=0)
+One variant and setting for one epoch (the benchmark: both architectures
+and posteriors over the whole `GRID`, 60 epochs):
+
+>>> result = tune(epochs=1, num_samples=2, architectures=("mlp",), posteriors=("gaussian",),
+...               grid={"prior_stddev": (0.5,), "entropy_weight": (5.0,)}, intensities=(3,))
+fit 1151 / validation 287 digits (test images unused), 1 epochs, seed 0, T = 2, 1 settings
+mlp/gaussian {'entropy_weight': 5.0, 'prior_stddev': 0.5}: validation NLL shifted ...
 >>> print(result["markdown"])
+Validation = 20% of the training digits (seed 0), ...
 """
 
 import itertools

@@ -7,8 +7,18 @@ standard error over seeds (`aggregate_seeds`), and NLL, accuracy and ECE tables 
 optional timing table (`format_table`).
 
 Example:
->>> rows = covariate_shift.evaluate_under_shift({"cnn": model}, tfp_bnn.data.load_digits())
->>> print(format_table(summarize(rows)))
+Rows as `evaluate_under_shift` returns them (one model, the clean set and two
+corruptions at intensity 3):
+
+>>> rows = [{"model": "cnn", "corruption": name, "intensity": level, "accuracy": accuracy,
+...          "nll": nll, "ece": 0.05, "num_samples": 1}
+...         for name, level, accuracy, nll in [("clean", 0, 0.9, 0.3), ("rotation", 3, 0.7, 0.9),
+...                                            ("contrast", 3, 0.8, 0.7)]]
+>>> summary = summarize(rows)
+>>> [(entry["intensity"], round(entry["nll"], 2)) for entry in summary]
+[(0, 0.3), (3, 0.8)]
+>>> print(format_table(summary).splitlines()[0])
+NLL (nats, lower is better), by shift intensity (mean over the corruptions):
 """
 
 import numpy as np

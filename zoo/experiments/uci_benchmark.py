@@ -249,8 +249,14 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         `se`), `seconds` (total wall time) and the arguments.
 
     Example:
-    >>> result = run("../shared/data/uci/yacht", "mc_dropout_mlp_heteroscedastic", splits=2)
-    >>> result["ll"]["mean"], result["ll"]["se"]
+    One split of the packaged concrete table and one epoch (the protocol: 20
+    splits, the epochs of `SETTINGS`); a directory in the UCI layout, such as
+    a copy of the UCI repository's yacht, works the same way:
+
+    >>> result = run("concrete", "mc_dropout_mlp_heteroscedastic", splits=1, epochs=1,
+    ...              num_samples=10, verbose=False)
+    >>> result["num_splits"], sorted(result["ll"])   # test log-likelihood, mean and s.e.
+    (1, ['mean', 'se'])
     """
     data = load_dataset(dataset)
     name = canonical_name(data.name)
