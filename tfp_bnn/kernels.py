@@ -12,6 +12,8 @@ variables to the layer that uses it and returns a copy holding them, whose
 Example:
 >>> provider = tfp_bnn.kernels.ExponentiatedQuadraticProvider(amplitude=1.0, length_scale=0.5)
 >>> vgp = tfp_bnn.layers.VariationalGaussianProcess(16, kernel_provider=provider)
+>>> vgp(np.zeros((3, 2), "float32")).shape   # a sample of f at 3 points
+TensorShape([3, 1])
 """
 
 import math

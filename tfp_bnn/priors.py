@@ -254,6 +254,9 @@ class TrainableNormalPrior(Prior):
     Example:
     >>> layer = tfp_bnn.layers.DenseVariational(
     ...     8, prior=TrainableNormalPrior(trainable_scale=True), kl_weight=1 / 1000)
+    >>> _ = layer(np.ones((1, 3), "float32"))
+    >>> len(layer.trainable_weights)   # posterior loc and rho, prior loc and scale
+    4
     """
 
     has_analytic_kl = True

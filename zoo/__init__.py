@@ -12,6 +12,8 @@ TensorFlow starts.
 Example:
 >>> import zoo
 >>> model = zoo.build_model("mc_dropout_mlp", input_shape=(8,), num_train=927)
+>>> model.output.shape   # [mean, log variance] of a standardised target
+(None, 2)
 """
 
 import importlib

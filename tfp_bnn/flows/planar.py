@@ -32,6 +32,8 @@ class Planar(_common.FlowBijector):
     >>> bij = Planar(w=[1.0, 0.0], u=[0.5, 0.5], b=0.0)
     >>> y = bij.forward([[0.3, -0.2]])
     >>> log_det = bij.forward_log_det_jacobian([[0.3, -0.2]], event_ndims=1)
+    >>> y.shape, log_det.shape
+    (TensorShape([1, 2]), TensorShape([1]))
     """
 
     PARAMETER_NDIMS = {"w": 1, "u": 1, "b": 0}

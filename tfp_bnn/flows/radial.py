@@ -37,6 +37,8 @@ class Radial(_common.FlowBijector):
     Example:
     >>> bij = Radial(z0=[0.0, 0.0], alpha_raw=0.0, beta_raw=1.0)
     >>> x = bij.inverse(bij.forward([[1.0, 2.0]]))
+    >>> np.allclose(x, [[1.0, 2.0]], atol=1e-5)   # the round trip
+    True
     """
 
     PARAMETER_NDIMS = {"z0": 1, "alpha_raw": 0, "beta_raw": 0}

@@ -56,6 +56,8 @@ class DenseLocalReparameterization(BayesianDenseBase):
 
     Example:
     >>> layer = DenseLocalReparameterization(4, kl_weight=1 / 1000, seed=0)
+    >>> layer(np.ones((2, 3), "float32")).shape
+    TensorShape([2, 4])
     """
 
     requires_location_scale = True

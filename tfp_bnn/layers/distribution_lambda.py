@@ -82,6 +82,8 @@ class DistributionLambda(keras.layers.Layer):
     ...     DistributionLambda(
     ...         lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))])
     >>> model.compile("adam", loss=lambda y, rv_y: -rv_y.log_prob(y))
+    >>> model(np.zeros((3, 1), "float32")).stddev().shape   # the output carries the Normal
+    TensorShape([3, 1])
     """
 
     def __init__(self, make_distribution_fn=None, convert_to_tensor_fn="sample", seed=None,

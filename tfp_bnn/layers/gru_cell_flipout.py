@@ -52,4 +52,6 @@ class GRUCellFlipout(GRUGates, BayesianRNNCellFlipout):
 
     Example:
     >>> layer = keras.layers.RNN(GRUCellFlipout(32), return_sequences=True)
+    >>> layer(np.zeros((2, 5, 3), "float32")).shape   # [batch, steps, features] in
+    TensorShape([2, 5, 32])
     """

@@ -51,4 +51,6 @@ class GRUCellReparameterization(GRUGates, BayesianRNNCellBase):
 
     Example:
     >>> layer = keras.layers.RNN(GRUCellReparameterization(32))
+    >>> layer(np.zeros((2, 5, 3), "float32")).shape   # [batch, steps, features] in
+    TensorShape([2, 32])
     """

@@ -54,4 +54,6 @@ class LSTMCellFlipout(LSTMGates, BayesianRNNCellFlipout):
 
     Example:
     >>> layer = keras.layers.RNN(LSTMCellFlipout(32, kl_weight=1 / 2556))
+    >>> layer(np.zeros((2, 5, 3), "float32")).shape   # [batch, steps, features] in
+    TensorShape([2, 32])
     """

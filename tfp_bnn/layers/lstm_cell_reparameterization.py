@@ -52,4 +52,6 @@ class LSTMCellReparameterization(LSTMGates, BayesianRNNCellBase):
 
     Example:
     >>> layer = keras.layers.RNN(LSTMCellReparameterization(32), return_sequences=True)
+    >>> layer(np.zeros((2, 5, 3), "float32")).shape   # [batch, steps, features] in
+    TensorShape([2, 5, 32])
     """

@@ -46,6 +46,9 @@ class MCDropout(keras.layers.Layer):
     Example:
     >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(50, activation="relu"),
     ...                           MCDropout(0.1), keras.layers.Dense(1)])
+    >>> x = np.ones((1, 8), "float32")
+    >>> bool(model(x) != model(x))   # dropout stays on at inference
+    True
     """
 
     # Has a `sampling` switch that tfp_bnn.set_mean_mode turns (tfp_bnn/modes.py).

@@ -56,6 +56,8 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
     Example:
     >>> dense = SpectralNormalization(keras.layers.Dense(64, activation="relu"),
     ...                               norm_multiplier=0.95)
+    >>> dense(np.ones((2, 3), "float32")).shape
+    TensorShape([2, 64])
     """
 
     def __init__(self, layer, norm_multiplier=0.95, power_iterations=1, **kwargs):

@@ -89,11 +89,14 @@ class VariationalGaussianProcess(DistributionLambda):
         `surrogate_posterior_kl_divergence_prior()`.
 
     Example:
+    >>> n = 100   # training examples; batches of 32
     >>> model = keras.Sequential([keras.Input((1,)), VariationalGaussianProcess(
     ...     16, tfp_bnn.kernels.ExponentiatedQuadraticProvider(), event_shape=(1,),
     ...     inducing_index_points_initializer=keras.initializers.Constant(
     ...         np.linspace(-1, 1, 16)[:, None]))])
     >>> model.compile("adam", loss=lambda y, rv_y: rv_y.variational_loss(y, kl_weight=32 / n))
+    >>> model(np.zeros((4, 1), "float32")).shape
+    TensorShape([4, 1])
     """
 
     def __init__(self, num_inducing_points, kernel_provider, event_shape=(1,),

@@ -76,6 +76,8 @@ class FlowPosterior(Posterior):
     Example:
     >>> layer = tfp_bnn.layers.DenseReparameterization(
     ...     8, posterior=FlowPosterior(flows="planar", length=4), kl_weight=1 / 1000)
+    >>> layer(np.ones((2, 3), "float32")).shape
+    TensorShape([2, 8])
     """
 
     is_location_scale = False

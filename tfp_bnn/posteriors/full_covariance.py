@@ -57,6 +57,9 @@ class FullCovarianceNormal(NormalPosterior):
     Example:
     >>> layer = tfp_bnn.layers.DenseVariational(
     ...     2, posterior=FullCovarianceNormal(), kl_weight=1 / 1000)
+    >>> _ = layer(np.ones((1, 3), "float32"))
+    >>> layer.kernel_posterior.event_shape   # kernel (3 x 2) and bias (2): one joint Gaussian
+    TensorShape([8])
     """
 
     is_location_scale = False

@@ -6,6 +6,8 @@ heteroscedastic=True). Builder arguments as in `zoo.models._common`.
 
 Example:
 >>> model = bbb_mlp((8,), num_train=927, hidden_units=(50, 50), heteroscedastic=True)
+>>> model.output.shape
+(None, 2)
 """
 
 import math

@@ -7,6 +7,8 @@ sigma = softplus(-3) ~= 0.05 (`MeanFieldNormal`). Builder arguments as in
 
 Example:
 >>> model = flipout_lenet((8, 8, 1), task="classification", num_classes=10, num_train=1437)
+>>> model.output.shape
+(None, 10)
 """
 
 from tfp_bnn import layers as bnn_layers

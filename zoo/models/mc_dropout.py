@@ -4,6 +4,8 @@ Builder arguments as in `zoo.models._common`.
 
 Example:
 >>> model = mc_dropout_mlp((8,), num_train=927)
+>>> model.output.shape
+(None, 2)
 """
 
 import math
