@@ -17,7 +17,8 @@ those in `NO_TEST_FILE`, each with its reason.
 
 Cross-cutting suites (one property checked across many modules) live in
 tests/integration/ and mirror nothing. tests/colab and tests/benchmarks mirror
-the top-level colab/ and benchmarks/ folders.
+the top-level colab/ and benchmarks/ folders, tests/docs the documentation site
+in .ci/docs (its hooks, and the strict build of the whole site).
 """
 
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 PACKAGES = ("tfp_bnn", "zoo")
-FREE_FORM = ("integration", "colab", "benchmarks")
+FREE_FORM = ("integration", "colab", "benchmarks", "docs")
 
 # Private module -> the test files (relative to tests/) that exercise it
 # through the public modules that use it.
@@ -165,3 +166,9 @@ def test_benchmark_smoke_tests_name_a_benchmark_script():
     for path in sorted((TESTS / "benchmarks").glob("test_*_smoke.py")):
         script = path.stem[len("test_"):-len("_smoke")]
         assert (ROOT / "benchmarks" / f"{script}.py").exists(), path.name
+
+
+def test_docs_tests_name_a_site_module():
+    for path in sorted((TESTS / "docs").glob("test_*.py")):
+        if path.name != "test_site.py":  # the build of the whole site
+            assert (ROOT / ".ci" / "docs" / f"{path.stem[len('test_'):]}.py").exists(), path.name
