@@ -9,33 +9,26 @@ regression a Gaussian mixture, summarised by its mean and variance).
 `deep_ensemble(members)` puts M built models with the same input and output shapes into one
 functional model whose `EnsembleMembers` layer runs them all:
 
-- in `fit`, `evaluate` and a plain call the output is [B, M, ...], member m's output at
-  [:, m]; compile it with `MemberLoss(loss)`, which applies `loss` to each member's slice and
-  sums over members. With the sum each member's gradient is exactly the gradient of its own
-  loss (and of its own regularisers, which Keras adds once each): M separate trainings in
-  one step. The reported loss is the sum of the M member losses. `MixtureAccuracy` is the
-  accuracy of a classifying ensemble's mixture.
-- inside `tfp_bnn.predict` (a `sample_trace` of S samples, inputs tiled S times) tile s is
-  member s mod M's output, so `tfp_bnn.predict.regression(ensemble, x, num_samples=M)` is
-  the M-member mixture and its epistemic variance the spread of the member means. The layer
-  declares `samples_multiple = M`: `tfp_bnn.predict` refuses a `num_samples` or
-  `samples_per_call` that is not a multiple of M and cuts its sample chunks in multiples of
-  M, and a direct `sample_trace` of another size raises. A Bayesian member gets S / M samples
-  of its own weights. `tfp_bnn.export.export_predictive` traces the same call: its
-  `samples_per_call` must be a multiple of M, and serving refuses other `num_samples`.
+- in `fit`, `evaluate` and a plain call the output is [B, M, ...], member m's at [:, m];
+  compile with `MemberLoss(loss)`, which sums `loss` over the members' slices, so each
+  member's gradient is that of its own loss (and its own regularisers): M trainings in one
+  step, reported as the sum of the M losses. `MixtureAccuracy` scores a classifier's mixture.
+- inside `tfp_bnn.predict` (S samples, inputs tiled S times) tile s is member s mod M, so
+  `tfp_bnn.predict.regression(ensemble, x, num_samples=M)` is the M-member mixture, its
+  epistemic variance the spread of the member means. The layer declares
+  `samples_multiple = M`: `tfp_bnn.predict` and `tfp_bnn.export.export_predictive` refuse a
+  `num_samples` or `samples_per_call` that is not a multiple of M (a direct `sample_trace` of
+  another size raises); a Bayesian member gets S / M samples of its own weights.
 
 Deviations from the paper: members differ by their initialisation only and see the same
-minibatches in the same order, where the paper (sec. 2.4) uses random initialisation together
-with a random shuffling of the data per member (and finds bagging worse). A per-member
-permutation of the rows inside one step would change nothing (the batch loss is a mean over
-rows, and plain MLP members have no batch statistics); different batches per member would
-need M data streams in one `fit`. Adversarial training (sec. 2.3) is not done.
+minibatches in the same order (the paper, sec. 2.4, also shuffles the data per member; a
+per-member permutation inside one step would change nothing, as the batch loss is a mean over
+rows); adversarial training (sec. 2.3) is not done.
 
-When every member is a chain of `keras.layers.Dense` layers of one architecture, the members'
-kernels are stacked on a leading member axis at each call and applied by one batched matmul
-per layer (`vectorize=True`, the default): the same weights and function, fewer ops (an
-M = 5 ensemble of 8-50-2 MLPs trained 1.2-2x faster than with the members run one by one in
-the same graph, `benchmarks/ensemble.py` on a shared 2-core machine).
+Members that are chains of `keras.layers.Dense` of one architecture have their kernels stacked
+on a member axis and applied by one batched matmul per layer (`vectorize=True`, the default):
+same weights and function, fewer ops (an M = 5 ensemble of 8-50-2 MLPs trained 1.2-2x faster,
+`benchmarks/ensemble.py`).
 
 Example:
 >>> x = np.random.rand(32, 4).astype("float32")
