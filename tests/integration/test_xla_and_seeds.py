@@ -44,7 +44,9 @@ def test_fit_and_predict_with_jit_compile(cls):
 # default, then every layer with TensorFlow's op determinism on. Both
 # settings are process-wide (op determinism also turns XLA off in Keras), so
 # they stay out of this test process; one thread must be set before
-# TensorFlow's first op, op determinism may come later.
+# TensorFlow's first op, op determinism may come later. Each model is built
+# and traced once and trained twice from the same state
+# (`seeded_run.twice_from_one_state`: tracing, not the 6 steps, is the cost).
 SEEDED_SCRIPT = r"""
 import json
 import numpy as np
@@ -55,17 +57,10 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.data import shuffled_epochs, steps_per_epoch
 from tfp_bnn.modes import kl_layers
 import zoo
+from tests.integration import seeded_run
 
-def train(name, task, shape, num_classes):
+def train(model, x, y):
     keras.utils.set_random_seed(4)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(48,) + shape).astype("float32")
-    y = rng.integers(0, num_classes, 48) if task == "classification" else x.reshape(48, -1)[:, :1]
-    # Two ensemble members show the same-seed property as well as the default five
-    # (tests/zoo/models/test_ensemble.py builds those).
-    options = {"num_members": 2} if name == "deep_ensemble" else {}
-    model = zoo.build_model(name, shape, task=task, num_classes=num_classes, num_train=48,
-                            seed=4, **options)
     callbacks = [KLScheduler(48)] if kl_layers(model) else []
     history = model.fit(shuffled_epochs(x, y, 16, 4, 2), epochs=2, shuffle=False,
                         steps_per_epoch=steps_per_epoch(48, 16), verbose=0,
@@ -80,12 +75,20 @@ for name in zoo.list_models():
     task = spec.tasks[0]
     shape = {"table": (5,), "image": (8, 8, 1), "sequence": (6, 3)}[spec.inputs[0]]
     classes = 3 if task == "classification" else None
-    first, second = train(name, task, shape, classes), train(name, task, shape, classes)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(48,) + shape).astype("float32")
+    y = rng.integers(0, classes, 48) if task == "classification" else x.reshape(48, -1)[:, :1]
+    # Two ensemble members show the same-seed property as well as the default five
+    # (tests/zoo/models/test_ensemble.py builds those).
+    options = {"num_members": 2} if name == "deep_ensemble" else {}
+    keras.utils.set_random_seed(4)
+    model = zoo.build_model(name, shape, task=task, num_classes=classes, num_train=48,
+                            seed=4, **options)
+    first, second = seeded_run.twice_from_one_state(model, lambda m: train(m, x, y))
     report[name] = {"history": first[0], "same_history": first[0] == second[0],
                     "same_weights": first[1] == second[1]}
 print("ZOO " + json.dumps(report), flush=True)
 
-from tests.integration import seeded_run
 seeded_run.main()  # op determinism on; prints the layers' JSON report last
 """
 
