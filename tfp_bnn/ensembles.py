@@ -1,10 +1,8 @@
 """Deep ensembles: M networks trained side by side in one `fit`, predicting their mixture.
 
-Lakshminarayanan, Pritzel and Blundell (2017), "Simple and Scalable Predictive Uncertainty
-Estimation using Deep Ensembles" (NeurIPS): M networks with their own random initialisation,
-each trained on its own proper scoring rule (a heteroscedastic Gaussian NLL for regression,
-sec. 2.2), predict the equal mixture of their predictive distributions (sec. 2.4; for
-regression a Gaussian mixture, summarised by its mean and variance).
+Lakshminarayanan, Pritzel and Blundell (2017, NeurIPS): M randomly initialised networks,
+each trained on a proper scoring rule (sec. 2.2), predict the equal mixture of their
+predictive distributions (sec. 2.4).
 
 `deep_ensemble(members)` puts M built models with the same input and output shapes into one
 functional model whose `EnsembleMembers` layer runs them all:
@@ -134,10 +132,9 @@ class EnsembleMembers(keras.layers.Layer):
     `tfp_bnn.predict`).
 
     Args:
-        members: list of M >= 1 built Keras models with one input and one output each, of
-            the same shapes.
-        vectorize: bool; when every member is a chain of Dense layers of one architecture,
-            apply them as one batched matmul per layer.
+        members: list of M >= 1 built Keras models, one input and one output each, same shapes.
+        vectorize: bool; apply members that are Dense chains of one architecture as one
+            batched matmul per layer.
 
     Call arguments:
         inputs: [B, ...], the members' input (tiled [S * B, ...] inside `sample_trace`).
@@ -261,12 +258,10 @@ class MemberLoss(keras.losses.Loss):
     """A member loss applied to each member's output [:, m] of a deep ensemble, summed over m.
 
     Args:
-        loss: the loss of one member, a `keras.losses.Loss` instance (e.g.
-            `tfp_bnn.losses.GaussianNLL()`) or a Loss class name such as
-            "MeanSquaredError" (a function name such as "mse" is refused).
+        loss: one member's loss: a `keras.losses.Loss` (e.g. `tfp_bnn.losses.GaussianNLL()`)
+            or a Loss class name such as "MeanSquaredError" ("mse" is refused).
         name: name of the loss.
-        reduction: as in `keras.losses.Loss`; None (default) keeps the
-            reduction of `loss`.
+        reduction: as in `keras.losses.Loss`; None (default) keeps that of `loss`.
         dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Call arguments:

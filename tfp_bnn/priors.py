@@ -1,19 +1,16 @@
 """Weight priors: small registered classes that build TFP distributions.
 
-A prior is configuration. Most priors are an *element-wise* distribution
-with scalar parameters: every weight of a tensor gets the same independent
-prior, and layers sum element-wise log-densities or KL terms over the weight
-tensor, which avoids materialising a prior parameter tensor the size of the
-kernel.
+A prior is configuration. Most are an *element-wise* distribution with scalar
+parameters: layers sum element-wise log-densities or KL terms over the weight
+tensor, never materialising a prior parameter tensor the size of the kernel.
 
 The contract a layer relies on (`tfp_bnn.layers.BayesianLayer`):
 
 - `build(layer, name, shape)` returns the prior of one weight tensor of
   `shape`. A prior without variables returns itself (the default). A prior
-  with variables (e.g. `TrainableNormalPrior`) creates them on the layer with
-  `layer.add_weight(name=f"{name}_...")`, so they train with `fit`, are saved
-  with the model and receive the gradient of the KL, and returns a copy of
-  itself that holds them.
+  with variables (e.g. `TrainableNormalPrior`) creates them with
+  `layer.add_weight(name=f"{name}_...")` (trained by `fit`, saved with the
+  model) and returns a copy of itself that holds them.
 - `element_distribution(dtype)`: a TFP distribution whose `log_prob` of a
   weight tensor broadcasts element-wise (batch shape () or the weight shape).
 - `has_analytic_kl` and `kl_from_normal(loc, scale)`: the closed-form KL

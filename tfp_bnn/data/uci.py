@@ -1,17 +1,14 @@
 """UCI regression benchmarks: the data, the split, the normalisation.
 
-The protocol of Hernandez-Lobato and Adams (2015), used by every Bayesian
-deep-learning paper that reports UCI numbers: random 90/10 train/test
-splits, inputs and targets standardised with statistics of the training
-split only, test RMSE and test log-likelihood reported in the original
-units of the target. This module holds each of those steps; `zoo.cli`
-strings them together.
+The protocol of Hernandez-Lobato and Adams (2015): random 90/10 train/test
+splits, inputs and targets standardised with training-split statistics only,
+test RMSE and log-likelihood in the target's original units. This module
+holds each step; `zoo.cli` strings them together.
 
 Every data file is read by the same strict rules (`text_lines`,
-`parse_number`): a regular UTF-8 text file no larger than a quarter of
-physical memory, numbers in plain ASCII decimal notation, each finite and
-no larger in magnitude than float32's maximum (about 3.4e38), since models
-train in float32.
+`parse_number`): a regular UTF-8 file no larger than a quarter of physical
+memory, plain ASCII decimal numbers, each finite and within float32's range
+(about 3.4e38), since models train in float32.
 """
 
 import array
