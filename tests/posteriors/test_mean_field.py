@@ -3,9 +3,11 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tfp_bnn import noise
 from tfp_bnn import posteriors
+from tfp_bnn import priors
 from tfp_bnn.layers import DenseReparameterization
 
 
@@ -79,3 +81,55 @@ def test_serialization_round_trip():
 def test_invalid_arguments_name_the_argument(make, argument):
     with pytest.raises(ValueError, match=f"`{argument}`"):
         make()
+
+
+def _draw_paths(monkeypatch):
+    """Which weight sizes `MeanFieldNormal.draw` hands to the compiled cluster."""
+    fused_sizes = []
+    cluster = posteriors.mean_field._fused_draw_terms
+
+    def recording(loc, *args):
+        fused_sizes.append(int(np.prod(loc.shape)))
+        return cluster(loc, *args)
+
+    monkeypatch.setattr(posteriors.mean_field, "_fused_draw_terms", recording)
+    return fused_sizes
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_only_weights_from_the_threshold_up_are_drawn_by_the_compiled_cluster(
+        monkeypatch, jit_compile):
+    fused_sizes = _draw_paths(monkeypatch)
+    size = posteriors.mean_field.FUSE_MIN_SIZE
+    # Input width 1: kernel (1, units) and bias (units,) have `units` weights each.
+    below = DenseReparameterization(size - 1, bayesian_bias=True, seed=0)
+    at = DenseReparameterization(size, bayesian_bias=True, seed=0)
+    below.build((None, 1))
+    at.build((None, 1))
+    x = np.ones((2, 1), "float32")
+    tf.function(lambda: (below(x), at(x)), jit_compile=jit_compile)()
+    # Inside an XLA computation the plain ops fuse with the model: no cluster.
+    assert fused_sizes == ([] if jit_compile else [size, size])
+
+
+def test_both_draw_paths_give_the_same_scale_and_kl_and_standard_normal_noise():
+    size = posteriors.mean_field.FUSE_MIN_SIZE
+    post = posteriors.MeanFieldNormal(rho_init=-2.0, rho_init_stddev=0.5)
+    prior = priors.NormalPrior()
+    rng = np.random.default_rng(0)
+    loc = rng.normal(size=(size,)).astype("float32")
+    rho = rng.normal(-2.0, 0.5, size=(size,)).astype("float32")
+    seed = tf.constant([3, 4], tf.int32)
+    # The same values drawn once below the threshold (plain ops) and once at it.
+    small = post.draw((loc[:size - 1], rho[:size - 1]), seed, "float32", prior=prior)
+    large = post.draw((loc, rho), seed, "float32", prior=prior)
+    np.testing.assert_allclose(small.prepared[1], large.prepared[1][:size - 1], rtol=1e-6)
+    # The KL is a sum over weights: the large one has one more term.
+    last = float(prior.kl_from_normal(loc[size - 1:], large.prepared[1][size - 1:]))
+    assert float(small.kl) + last == pytest.approx(float(large.kl), rel=1e-5)
+    for draw in (small, large):
+        z = np.asarray(draw.perturbation) / np.asarray(draw.prepared[1])
+        # n standard normals: the mean within 5 standard errors, the variance too.
+        n = z.size
+        assert abs(z.mean()) < 5 / np.sqrt(n)
+        assert abs(z.var() - 1.0) < 5 * np.sqrt(2.0 / n)

@@ -184,17 +184,17 @@ def score(model, x, y, task="regression", num_samples=100, shift=0.0, scale=1.0,
 
 def fit_and_score(model, x_train, y_train, x_test, y_test, epochs, batch_size=32,
                   num_samples=100, shift=0.0, scale=1.0, seed=None, callbacks=(),
-                  predict_batch_size=None, task="regression"):
+                  predict_batch_size=None, task="regression", seeded_batches=False):
     """`fit` on the training split, then `score` on the test split.
 
     `y_test` is in the data's units; `shift` and `scale` map the model's
-    standardised predictions to them.
+    standardised predictions to them; `seed` and `seeded_batches` as in `fit`.
 
     Returns:
         (scores dict with `train_seconds` and `predict_seconds`, prediction).
     """
     _, train_seconds = fit(model, x_train, y_train, epochs, batch_size, seed=seed,
-                           callbacks=callbacks)
+                           callbacks=callbacks, seeded_batches=seeded_batches)
     result, prediction = score(model, x_test, y_test, task, num_samples, shift, scale,
                                batch_size=predict_batch_size)
     result["train_seconds"] = train_seconds
