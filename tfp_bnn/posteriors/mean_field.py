@@ -54,10 +54,10 @@ def _draw_terms(loc, rho, seed, dtype, prior, with_noise, scale_offset=0.0):
 # for graphs that are not XLA-compiled as a whole.
 _fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
 # Weights per tensor from which the cluster is used. Below it, launching the
-# cluster costs more than TensorFlow's op-by-op kernels do (a k x k Dense
-# Reparameterization train step on one thread, plain / fused time: 0.84-0.89
-# for k <= 64, 1.00 at k = 128, 1.27 at 256, 1.46 at 1024), and each new
-# weight shape would pay an XLA compilation on top.
+# cluster costs more than TensorFlow's op-by-op kernels do, and each new
+# weight shape would pay an XLA compilation on top (benchmarks/draw_cluster.py:
+# a k-k-1 DenseReparameterization train step on one thread, plain / cluster
+# time 0.91-0.98 for k <= 128, 1.23 at k = 512, 1.46 at 1024).
 FUSE_MIN_SIZE = 16384
 
 
@@ -163,7 +163,7 @@ class MeanFieldNormal(NormalPosterior):
             seed = tf.zeros([2], tf.int32)
         # Inside an XLA computation the plain ops fuse with the rest of the
         # model; outside it, compiling a large weight's terms as one cluster is
-        # faster than TensorFlow's op-by-op kernels (benchmarks/train_step.py).
+        # faster than TensorFlow's op-by-op kernels (FUSE_MIN_SIZE above).
         fused = (not noise.in_xla_context()
                  and (loc.shape.num_elements() or 0) >= FUSE_MIN_SIZE)
         fn = _fused_draw_terms if fused else _draw_terms
