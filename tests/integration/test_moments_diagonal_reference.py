@@ -264,46 +264,57 @@ CASES = {
 }
 
 
-# XLA-compiled runs by graph structure: the parameters are arguments, so cases
-# that differ only in their values ("large_noise" and "defaults") share one compile.
-_XLA_RUNS = {}
-
-
-def _xla_run(heads, key_dim, masked, options):
-    key = (heads, key_dim, masked, tuple(sorted(options.items())))
-    if key not in _XLA_RUNS:
-        mask = tf.constant(MASK) if masked else None
-
-        # No autograph (here and below): the moment functions have no
-        # tensor-dependent Python control flow, and converting them costs
-        # seconds of CPU on the first trace without changing the graph.
-        @tf.function(jit_compile=True, autograph=False)
-        def run(x, var, params):
-            out = transformer_block(x if var is None else Moments(x, var), params, heads,
-                                    key_dim, attention_mask=mask, **options)
-            return out.mean, out.cov
-
-        _XLA_RUNS[key] = run
-    return _XLA_RUNS[key]
-
-
-@pytest.mark.parametrize("random_input", [False, True], ids=["constant_x", "random_x"])
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "xla"])
-def test_diagonal_block_equals_reference(case, random_input, jit):
+def _case(case, random_input):
+    """A case's inputs: (x, var or None, params) and (heads, key_dim, mask, options)."""
     options = dict(CASES[case])
     heads, key_dim = options.pop("heads", HEADS), options.pop("key_dim", KEY_DIM)
     params, x, var = _inputs(3, heads, key_dim, std=options.pop("std", 0.1))
-    masked = options.pop("mask", False)
-    mask = tf.constant(MASK) if masked else None
-    var = var if random_input else None
+    mask = tf.constant(MASK) if options.pop("mask", False) else None
+    return (x, var if random_input else None, params), (heads, key_dim, mask, options)
 
+
+def _block(values, structure):
+    (x, var, params), (heads, key_dim, mask, options) = values, structure
+    out = transformer_block(x if var is None else Moments(x, var), params, heads, key_dim,
+                            attention_mask=mask, **options)
+    return out.mean, out.cov
+
+
+INPUTS = {"constant_x": False, "random_x": True}
+
+
+@pytest.fixture(scope="module")
+def xla_outputs():
+    """Every case's block on both inputs under XLA, from one compiled function.
+
+    The 14 blocks are independent subgraphs of one XLA computation, each with its
+    own parameters and inputs as arguments; one compilation costs about half of 14
+    separate ones (5 s against 11 s on 2 cores: most of each is per-compile overhead).
+    No autograph: the moment functions have no tensor-dependent Python control flow,
+    and converting them costs seconds of CPU on the first trace without changing the
+    graph.
+    """
+    keys = [(case, name) for case in CASES for name in INPUTS]
+    cases = {f"{case}-{name}": _case(case, INPUTS[name]) for case, name in keys}
+
+    @tf.function(jit_compile=True, autograph=False)
+    def run(values):
+        return {key: _block(values[key], cases[key][1]) for key in cases}
+
+    return run({key: case[0] for key, case in cases.items()})
+
+
+@pytest.mark.parametrize("random_input", [False, True], ids=list(INPUTS))
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "xla"])
+def test_diagonal_block_equals_reference(case, random_input, jit, request):
+    values, structure = _case(case, random_input)
     if jit:
-        mean, cov = _xla_run(heads, key_dim, masked, options)(x, var, params)
+        name = next(name for name, flag in INPUTS.items() if flag == random_input)
+        mean, cov = request.getfixturevalue("xla_outputs")[f"{case}-{name}"]
     else:
-        out = transformer_block(x if var is None else Moments(x, var), params, heads, key_dim,
-                                attention_mask=mask, **options)
-        mean, cov = out.mean, out.cov
+        mean, cov = _block(values, structure)
+    (x, var, params), (heads, _, mask, options) = values, structure
     ref_options = {"relu_method": options.get("relu", "exact"),
                    **{k: v for k, v in options.items() if k != "relu"}}
     ref_mean, ref_var = _reference_block(x, var, params, heads, mask, **ref_options)
