@@ -10,6 +10,8 @@ error sqrt(Var / T) and the sample variance has relative standard error
 sqrt(2 / (T - 1)) for Gaussian draws; the tests allow 5 standard errors.
 """
 
+import logging
+
 import keras
 import numpy as np
 import pytest
@@ -260,3 +262,31 @@ def test_inputs_are_checked_once_per_prediction(predict, monkeypatch):
     model, *_ = _linear_model(DenseFlipout)
     predict(model, _inputs())
     assert len(calls) == 1
+
+
+@pytest.fixture
+def tensorflow_warnings():
+    """Lines TensorFlow's own logger writes during the test."""
+    records = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    tf.get_logger().addHandler(handler)
+    yield records
+    tf.get_logger().removeHandler(handler)
+
+
+def test_predicting_with_many_models_does_not_warn_of_retracing(tensorflow_warnings):
+    # One runner per model, each traced once: TensorFlow counts retraces per
+    # code object and warns from the fifth, so counting every model's first
+    # trace against one function would warn here (it did).
+    x = np.ones((3, 2), "float32")
+    for seed in range(7):
+        model = keras.Sequential([keras.Input((2,)), DenseFlipout(2, seed=seed)])
+        tfp_bnn.predict.classification(model, x, num_samples=2)
+    assert not [line for line in tensorflow_warnings if "retracing" in line]
+
+    # A real retrace of one runner still warns: six new sample counts, six traces.
+    runner = engine.MonteCarloRunner(model)
+    for num_samples in range(1, 7):
+        runner.draw(num_samples)
+    assert [line for line in tensorflow_warnings if "retracing" in line]
