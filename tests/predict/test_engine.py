@@ -290,3 +290,19 @@ def test_predicting_with_many_models_does_not_warn_of_retracing(tensorflow_warni
     for num_samples in range(1, 7):
         runner.draw(num_samples)
     assert [line for line in tensorflow_warnings if "retracing" in line]
+
+
+@pytest.mark.parametrize("units, compiled", [(4, False), (64, True)])
+def test_draws_are_compiled_only_for_large_weights(units, compiled):
+    # 8 x 4 weights: drawn op by op (Philox normals); 256 x 64 = FUSE_MIN_SIZE
+    # weights: one XLA computation (ThreeFry uniforms through erfinv).
+    inputs = 256 if compiled else 8
+    assert (inputs * units >= engine.FUSE_MIN_SIZE) is compiled
+    model = keras.Sequential([keras.Input((inputs,)), DenseReparameterization(units)])
+    runner = engine.MonteCarloRunner(model)
+    graph = runner.traced_draw.get_concrete_function(3).graph
+    ops = {op.type for op in graph.get_operations()}
+    assert ("StatelessRandomNormalV2" in ops) is not compiled, ops
+    assert ("StatelessRandomUniformV2" in ops) is compiled, ops
+    kernel = tf.nest.flatten(runner.draw(3))[0]
+    assert kernel.shape == (3, inputs, units)

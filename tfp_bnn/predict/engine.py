@@ -35,6 +35,7 @@ from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
+from tfp_bnn.posteriors.mean_field import FUSE_MIN_SIZE
 from tfp_bnn.predict._inputs import as_arrays
 from tfp_bnn.predict._inputs import check_model
 from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
@@ -68,6 +69,12 @@ def _own(method):
     return functools.partial(method)
 
 
+def _has_large_weight(layers):
+    """True if a weight tensor of `layers` holds at least FUSE_MIN_SIZE values."""
+    return any((weight.shape.num_elements() or 0) >= FUSE_MIN_SIZE
+               for layer in layers for weight in layer.weights)
+
+
 class MonteCarloRunner:
     """Traced functions that run `model` on S weight samples at once.
 
@@ -94,11 +101,16 @@ class MonteCarloRunner:
             layer for layer in model._flatten_layers(include_self=True)
             if isinstance(layer, BayesianLayer)
         ]
-        # The draws are XLA-compiled whatever `jit_compile` says: XLA fuses
+        # Whatever `jit_compile` says, the draws of a model with a large weight
+        # tensor (FUSE_MIN_SIZE, as in training) are XLA-compiled: XLA fuses
         # loc + scale * eps into one pass and its ThreeFry/erfinv normals are
         # faster on CPU than TensorFlow's Philox kernel (T = 100 samples of a
         # 784-400-400-10 MLP's weights: 0.13 s against 0.6 s on 2 cores).
-        self.traced_draw = tf.function(_own(self._draw_impl), jit_compile=True)
+        # Small models' draws run op by op: there the compilation is the cost
+        # (a model's first draw took 0.8-1.1 s compiled for bbb_mlp, 2.4-2.8 s
+        # for bayesian_transformer, against 0.04-0.18 s op by op, 2 cores).
+        self.traced_draw = tf.function(_own(self._draw_impl),
+                                       jit_compile=_has_large_weight(self.layers))
         self.traced_call = tf.function(_own(self._call_impl), jit_compile=jit_compile,
                                        reduce_retracing=True)
         self.traced_distribution = False
