@@ -22,6 +22,7 @@ Colab" badge and install cell, and colab/README.md's badges, from it.
 
 import argparse
 import ast
+import contextlib
 import copy
 import os
 import pathlib
@@ -172,8 +173,17 @@ def without_injected(notebook):
     return changed
 
 
-def execute(notebook, workdir) -> None:
-    """Runs `notebook` in place in a fresh kernel whose working directory is `workdir`.
+def execute(notebook, workdir, kernel=None) -> None:
+    """Runs `notebook` in place in a `python3` kernel whose working directory is `workdir`.
+
+    Args:
+        notebook: the nbformat notebook; its cells get the outputs.
+        workdir: the directory the run writes into (figures, runs).
+        kernel: None for a fresh kernel (what `store` uses), or the kernel
+            manager of `shared_kernel()`: its namespace is cleared, Keras'
+            session (layer-name counters) reset and its working directory moved
+            to `workdir` first. Modules an earlier notebook imported stay
+            imported there.
 
     Raises nbclient's CellExecutionError (naming the cell) if a cell fails, and
     RuntimeError if the run wrote anything into colab/.
@@ -181,14 +191,63 @@ def execute(notebook, workdir) -> None:
     import nbclient  # the test extra; only needed to execute
 
     before = {path.name for path in COLAB.iterdir()}
+    if kernel is not None:
+        _run_in(kernel, _RESET.format(workdir=str(workdir)))
     client = nbclient.NotebookClient(
-        notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+        notebook, km=kernel, timeout=CELL_TIMEOUT, kernel_name="python3",
         extra_arguments=KERNEL_ARGUMENTS, record_timing=False, coalesce_streams=True,
         resources={"metadata": {"path": str(workdir)}})
-    client.execute(env={**os.environ, **KERNEL_ENV})
+    try:
+        client.execute(env={**os.environ, **KERNEL_ENV})
+    finally:
+        if kernel is not None and client.kc is not None:
+            client.kc.stop_channels()  # the kernel stays up for the next notebook
     added = sorted({path.name for path in COLAB.iterdir()} - before)
     if added:
         raise RuntimeError(f"the run wrote into colab/: {', '.join(added)}")
+
+
+# What a fresh kernel would not have from an earlier notebook: its names,
+# open figures, Keras' automatic layer names (dense_1, ...) and working directory.
+_RESET = """\
+%reset -f
+import os as _os, sys as _sys
+import matplotlib.pyplot as _plt
+_plt.close("all")
+if "keras" in _sys.modules:
+    _sys.modules["keras"].backend.clear_session()
+_os.chdir({workdir!r})
+del _os, _sys, _plt
+"""
+
+
+def _run_in(kernel, source):
+    import nbclient  # noqa: PLC0415 - the test extra
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    client = nbclient.NotebookClient(notebook, km=kernel, timeout=CELL_TIMEOUT,
+                                     kernel_name="python3")
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+
+
+@contextlib.contextmanager
+def shared_kernel(workdir):
+    """One `python3` kernel, started in `workdir`, to run several notebooks in
+    (`execute(..., kernel=...)`): one start-up and one TensorFlow import for all.
+
+    Yields its kernel manager; shuts the kernel down on exit.
+    """
+    import nbclient  # noqa: PLC0415 - the test extra
+
+    starter = nbclient.NotebookClient(
+        nbformat.v4.new_notebook(), kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS,
+        resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate")
+    with starter.setup_kernel(env={**os.environ, **KERNEL_ENV}):
+        yield starter.km
 
 
 def _replace(path: pathlib.Path, text: str) -> None:

@@ -3,10 +3,18 @@
 The notebooks are stored with the outputs of a top-to-bottom run, written by
 colab/store_outputs.py, so they can be read on GitHub and on the docs site
 without running anything. `test_notebook_runs` executes each one (through the
-script's own `execute`: a fresh `python3` kernel, a temporary working
-directory) and fails when a cell's outputs differ in kind from the stored ones:
-a cell that newly prints or draws, stops drawing, or a notebook whose outputs
-were stripped. Values (scores, pixels) may differ from run to run.
+script's own `execute`, in a temporary working directory) and fails when a
+cell's outputs differ in kind from the stored ones: a cell that newly prints
+or draws, stops drawing, or a notebook whose outputs were stripped. Values
+(scores, pixels) may differ from run to run.
+
+The six share one `python3` kernel (`store.shared_kernel`), cleared between
+notebooks (names, figures, Keras' layer-name counters, working directory):
+a kernel start-up and a TensorFlow import cost ~7 s, a third of a notebook's
+run. What a shared kernel cannot clear is the modules an earlier notebook
+imported, so a notebook that uses a submodule it never imports could pass
+here; the script stores outputs from a fresh kernel per notebook, where it
+would fail.
 
 The repository address lives in setup.py's `url=`; every badge and install
 cell must agree with it. The install cell does nothing here, where tfp_bnn is
@@ -261,16 +269,23 @@ def test_stale_outputs_are_reported():
     assert "fresh run [display_data:text/html+text/plain] (0 figures)" in line
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs(name, tmp_path):
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """The kernel manager of one `python3` kernel the notebooks run in, in turn."""
     pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
+    with store.shared_kernel(tmp_path_factory.mktemp("kernel")) as manager:
+        yield manager
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs(name, tmp_path, kernel):
     stored = _read(name)
     notebook = store.with_parameters(stored, CI_PARAMETERS[name])
     # Raises CellExecutionError naming a failing cell, and RuntimeError if
     # the run wrote into colab/ (figures and runs belong in tmp_path).
-    store.execute(notebook, tmp_path)
+    store.execute(notebook, tmp_path, kernel=kernel)
     notebook = store.without_injected(notebook)
 
     errors = [output for cell in _code_cells(notebook) for output in cell.outputs
