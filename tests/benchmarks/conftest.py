@@ -9,6 +9,7 @@ import pathlib
 import re
 
 import pytest
+import tensorflow as tf
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -18,6 +19,10 @@ def run_benchmark(capsys, monkeypatch):
     # As `python benchmarks/NAME.py` would: the script's own folder first on
     # sys.path, for its private modules (`_common` then puts the repository there).
     monkeypatch.syspath_prepend(str(BENCHMARKS))
+    # The scripts quiet TensorFlow's logger (level ERROR) for their process;
+    # here that process is a test worker, whose later tests read warnings.
+    logger = tf.get_logger()
+    level = logger.level
 
     def run(name, *argv, ratios=()):
         """Also checks that each line of `ratios` is printed with a positive number."""
@@ -34,4 +39,5 @@ def run_benchmark(capsys, monkeypatch):
             assert float(match.group(1)) > 0, match.group(0)
         return out
 
-    return run
+    yield run
+    logger.setLevel(level)  # setLevel, not the attribute: it clears the logger's cache
