@@ -188,20 +188,12 @@ def execute(notebook, workdir, kernel=None) -> None:
     Raises nbclient's CellExecutionError (naming the cell) if a cell fails, and
     RuntimeError if the run wrote anything into colab/.
     """
-    import nbclient  # the test extra; only needed to execute
-
     before = {path.name for path in COLAB.iterdir()}
     if kernel is not None:
-        _run_in(kernel, _RESET.format(workdir=str(workdir)))
-    client = nbclient.NotebookClient(
-        notebook, km=kernel, timeout=CELL_TIMEOUT, kernel_name="python3",
-        extra_arguments=KERNEL_ARGUMENTS, record_timing=False, coalesce_streams=True,
-        resources={"metadata": {"path": str(workdir)}})
-    try:
-        client.execute(env={**os.environ, **KERNEL_ENV})
-    finally:
-        if kernel is not None and client.kc is not None:
-            client.kc.stop_channels()  # the kernel stays up for the next notebook
+        reset = _RESET.format(workdir=str(workdir))
+        _run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(reset)]), workdir,
+             kernel)
+    _run(notebook, workdir, kernel)
     added = sorted({path.name for path in COLAB.iterdir()} - before)
     if added:
         raise RuntimeError(f"the run wrote into colab/: {', '.join(added)}")
@@ -221,16 +213,22 @@ del _os, _sys, _plt
 """
 
 
-def _run_in(kernel, source):
-    import nbclient  # noqa: PLC0415 - the test extra
+def _client(notebook, workdir, kernel=None, **options):
+    import nbclient  # noqa: PLC0415 - the test extra; only needed to execute
 
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    client = nbclient.NotebookClient(notebook, km=kernel, timeout=CELL_TIMEOUT,
-                                     kernel_name="python3")
+    return nbclient.NotebookClient(
+        notebook, km=kernel, timeout=CELL_TIMEOUT, kernel_name="python3",
+        extra_arguments=KERNEL_ARGUMENTS, record_timing=False, coalesce_streams=True,
+        resources={"metadata": {"path": str(workdir)}}, **options)
+
+
+def _run(notebook, workdir, kernel):
+    """Runs `notebook` in a fresh kernel (kernel None) or in `kernel`, which stays up."""
+    client = _client(notebook, workdir, kernel)
     try:
-        client.execute()
+        client.execute(env={**os.environ, **KERNEL_ENV})
     finally:
-        if client.kc is not None:
+        if kernel is not None and client.kc is not None:
             client.kc.stop_channels()
 
 
@@ -241,11 +239,7 @@ def shared_kernel(workdir):
 
     Yields its kernel manager; shuts the kernel down on exit.
     """
-    import nbclient  # noqa: PLC0415 - the test extra
-
-    starter = nbclient.NotebookClient(
-        nbformat.v4.new_notebook(), kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS,
-        resources={"metadata": {"path": str(workdir)}}, shutdown_kernel="immediate")
+    starter = _client(nbformat.v4.new_notebook(), workdir, shutdown_kernel="immediate")
     with starter.setup_kernel(env={**os.environ, **KERNEL_ENV}):
         yield starter.km
 

@@ -24,6 +24,7 @@ from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseLocalReparameterization
 from tfp_bnn.layers import DenseReparameterization
 from tfp_bnn.layers import MCDropout
+from tfp_bnn.posteriors import mean_field
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
 
@@ -304,7 +305,7 @@ def test_draws_are_compiled_only_for_large_weights(units, compiled):
     # 8 x 4 weights: drawn op by op (Philox normals); 256 x 64 = FUSE_MIN_SIZE
     # weights: one XLA computation (ThreeFry uniforms through erfinv).
     inputs = 256 if compiled else 8
-    assert (inputs * units >= engine.FUSE_MIN_SIZE) is compiled
+    assert (inputs * units >= mean_field.FUSE_MIN_SIZE) is compiled
     model = keras.Sequential([keras.Input((inputs,)), DenseReparameterization(units)])
     runner = engine.MonteCarloRunner(model)
     graph = runner.traced_draw.get_concrete_function(3).graph

@@ -61,6 +61,11 @@ _fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
 FUSE_MIN_SIZE = 16384
 
 
+def worth_fusing(shape) -> bool:
+    """True if a weight tensor of `shape` has at least FUSE_MIN_SIZE values."""
+    return (tf.TensorShape(shape).num_elements() or 0) >= FUSE_MIN_SIZE
+
+
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class MeanFieldNormal(NormalPosterior):
     """Fully factorised Gaussian posterior, sigma = softplus(rho) (seed 002, 3.2).
@@ -164,8 +169,7 @@ class MeanFieldNormal(NormalPosterior):
         # Inside an XLA computation the plain ops fuse with the rest of the
         # model; outside it, compiling a large weight's terms as one cluster is
         # faster than TensorFlow's op-by-op kernels (FUSE_MIN_SIZE above).
-        fused = (not noise.in_xla_context()
-                 and (loc.shape.num_elements() or 0) >= FUSE_MIN_SIZE)
+        fused = not noise.in_xla_context() and worth_fusing(loc.shape)
         fn = _fused_draw_terms if fused else _draw_terms
         # A prior with variables (its class overrides `build`) stays out of the
         # compiled function: tf.function would key its trace on the prior's
