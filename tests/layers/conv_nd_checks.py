@@ -124,10 +124,12 @@ def check_kl_once_per_call(cls, rank):
 def check_keras_harness(cls, rank, **conv_kwargs):
     """Keras 3's own `run_layer_test` (no expected output: the layer is stochastic).
 
-    Its mixed-precision pass needs channels_last: TensorFlow has no float16
-    channels_first convolution on CPU (keras.layers.ConvND fails there too).
+    It runs channels_first too (float16 included), which keras.layers.ConvND
+    does not on a CPU without oneDNN: the layers convolve in channels_last
+    there (tfp_bnn/layers/_conv_layout.py).
     """
-    shape = input_shape(rank, batch=2, channels=2, spatial=(4,) * rank)
+    data_format = conv_kwargs.get("data_format", "channels_last")
+    shape = input_shape(rank, data_format, batch=2, channels=2, spatial=(4,) * rank)
     reference = KERAS_CONV[rank](filters=3, kernel_size=3, **conv_kwargs)
     testing.TestCase().run_layer_test(
         cls,
