@@ -16,7 +16,7 @@ from tfp_bnn import layers
 from tfp_bnn.layers import _conv_layout
 
 CHANNELS_LAST = {"NWC", "NHWC", "NDHWC"}
-NO_GPU = not tf.config.list_physical_devices("GPU")
+NO_GPU = not tf.config.get_visible_devices("GPU")
 
 # (rank, kernel_size, strides, padding, dilation_rate, groups)
 SETTINGS = [
