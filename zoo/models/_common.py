@@ -187,7 +187,8 @@ def convnet(make_conv, make_dense, name, input_shape, task, num_classes, heteros
 
     `make_conv(filters, kernel_size, index, name)` makes convolution `index` ("same"
     padding, `IMAGE_DATA_FORMAT`); each of the first `pools` is followed by 2x2 max pooling
-    ("same": odd sides round up; None: all). The Dense layers continue the layer index after the convolutions.
+    ("same": odd sides round up; None: all). The Dense layers continue the layer index after
+    the convolutions.
     """
     if len(input_shape) != 3:
         raise ValueError(f"{name} needs image inputs [height, width, channels], got "
