@@ -33,6 +33,42 @@ def input_shape(rank, data_format="channels_last", batch=3, channels=CHANNELS, s
     return (batch, channels) + tuple(spatial)
 
 
+class KerasConv:
+    """`keras.layers.Conv{rank}D(**kwargs)` that runs on any CPU.
+
+    Shapes come from Keras' layer in the given data format. Values in
+    channels_first come from Keras' channels_last layer with the same weights,
+    applied to the transposed inputs and transposed back: TensorFlow's CPU
+    kernels without oneDNN have no channels_first convolution, so Keras' own
+    channels_first layer fails there. A transpose only moves numbers, so the
+    values are exactly those Keras' channels_first layer gives where it runs.
+    """
+
+    def __init__(self, rank, **kwargs):
+        self.layer = KERAS_CONV[rank](**kwargs)
+        self.channels_first = kwargs.get("data_format") == "channels_first"
+        self.twin = KERAS_CONV[rank](**dict(kwargs, data_format="channels_last"))
+
+    def build(self, shape):
+        self.layer.build(shape)
+        if self.channels_first:
+            self.twin.build((shape[0],) + tuple(shape[2:]) + (shape[1],))
+
+    def set_weights(self, weights):
+        # Keras' kernel is [*kernel_size, in / groups, filters] in both formats.
+        self.layer.set_weights(weights)
+        if self.channels_first:
+            self.twin.set_weights(weights)
+
+    def compute_output_shape(self, shape):
+        return self.layer.compute_output_shape(shape)
+
+    def __call__(self, x):
+        if not self.channels_first:
+            return _np(self.layer(x))
+        return np.moveaxis(_np(self.twin(np.moveaxis(x, 1, -1))), -1, 1)
+
+
 def _set_bias(layer, seed):
     """Gives the (mean of the) bias of a built `layer` a non-zero value."""
     bias = layer.bias if layer.bias_params is None else layer.bias_params[0]
@@ -46,7 +82,7 @@ def check_mean_mode_equals_keras(cls, rank, conv_kwargs):
     layer = cls(filters=6, kl_weight=0.1, seed=1, activation="tanh", **conv_kwargs)
     layer.build(shape)
     _set_bias(layer, seed=2)
-    reference = KERAS_CONV[rank](filters=6, activation="tanh", **conv_kwargs)
+    reference = KerasConv(rank, filters=6, activation="tanh", **conv_kwargs)
     reference.build(shape)
     reference.set_weights([_np(layer.kernel_params[0]), _np(layer.bias)])
 
@@ -62,7 +98,7 @@ def check_mean_mode_equals_keras(cls, rank, conv_kwargs):
     assert sampled.shape == tuple(expected)
     tfp_bnn.set_mean_mode(layer, True)
     mean = _np(layer(x))
-    want = _np(reference(x))
+    want = reference(x)
     # Sampling moved the output: the comparison below is not vacuous.
     assert np.max(np.abs(sampled - want)) > 1e-3
     np.testing.assert_array_equal(mean, want)
@@ -88,10 +124,12 @@ def check_kl_once_per_call(cls, rank):
 def check_keras_harness(cls, rank, **conv_kwargs):
     """Keras 3's own `run_layer_test` (no expected output: the layer is stochastic).
 
-    Its mixed-precision pass needs channels_last: TensorFlow has no float16
-    channels_first convolution on CPU (keras.layers.ConvND fails there too).
+    It runs channels_first too (float16 included), which keras.layers.ConvND
+    does not on a CPU without oneDNN: the layers convolve in channels_last
+    there (tfp_bnn/layers/_conv_layout.py).
     """
-    shape = input_shape(rank, batch=2, channels=2, spatial=(4,) * rank)
+    data_format = conv_kwargs.get("data_format", "channels_last")
+    shape = input_shape(rank, data_format, batch=2, channels=2, spatial=(4,) * rank)
     reference = KERAS_CONV[rank](filters=3, kernel_size=3, **conv_kwargs)
     testing.TestCase().run_layer_test(
         cls,

@@ -35,7 +35,7 @@ def test_standard_battery():
 
 
 def test_keras_run_layer_test():
-    checks.check_keras_harness(CLS, RANK, strides=2)
+    checks.check_keras_harness(CLS, RANK, strides=2, data_format="channels_first")
 
 
 def test_kl_is_added_once_per_call():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tfp_bnn
+from tests.layers import conv_nd_checks as checks
 from tfp_bnn.layers import _tracing
 from tfp_bnn.layers.node_conv2d import NodeConv2D
 
@@ -55,12 +56,12 @@ def test_unit_means_and_vanishing_scales_give_the_deterministic_conv2d(noise, da
     layer.bias.assign(np.linspace(-0.5, 0.5, 6).astype("float32"))
     for site in layer.sites:
         _set_nodes(layer, site, 1.0, _NO_NOISE_RHO)
-    conv = keras.layers.Conv2D(**kwargs)
+    conv = checks.KerasConv(2, **kwargs)
     conv.build(shape)
     conv.set_weights([layer.kernel.numpy(), layer.bias.numpy()])
     x = _inputs(shape)
     for training in (True, False):
-        np.testing.assert_allclose(_np(layer(x, training=training)), _np(conv(x)),
+        np.testing.assert_allclose(_np(layer(x, training=training)), conv(x),
                                    rtol=1e-5, atol=1e-5)
 
 

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from tfp_bnn import _validation
+from tfp_bnn.layers import _conv_layout
 
 
 def set_weight_arguments(layer, activation=None, use_bias=True,
@@ -197,8 +198,9 @@ class ConvShapes:
             pads[time_axis] = [left, 0]
             inputs = ops.pad(inputs, pads)
             padding = "valid"
-        return ops.conv(inputs, kernel, strides=self.strides, padding=padding,
-                        data_format=self.data_format, dilation_rate=self.dilation_rate)
+        # channels_first runs on any CPU, where TensorFlow may have no NCHW kernel.
+        return _conv_layout.conv(inputs, kernel, self.strides, padding, self.data_format,
+                                 self.dilation_rate)
 
     def _channel_shape(self, channels):
         """Shape of a per-channel tensor that broadcasts over batch and positions."""

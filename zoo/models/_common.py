@@ -34,6 +34,10 @@ TASKS = ("regression", "classification")
 REGRESSION_UNITS = (50,)
 CLASSIFICATION_UNITS = (128, 128)
 LEARNING_RATE = 1e-3
+# Image inputs are [height, width, channels] whatever keras.config.image_data_format() says:
+# the convolutions, poolings and Flatten layers pin it (channels_first would read the height
+# as channels, and Flatten would reorder the features).
+IMAGE_DATA_FORMAT = "channels_last"
 
 
 def sizes(name, values):
@@ -168,7 +172,9 @@ def mlp(make_dense, name, input_shape, task, num_classes, heteroscedastic, hidde
         name, sum(layer_weights(a, b) for a, b in zip(widths[:-1], widths[1:])),
         f"input_shape {input_shape} and hidden_units {list(hidden_units)}")
     inputs = keras.Input(shape=input_shape, name="inputs")
-    hidden = inputs if len(input_shape) == 1 else keras.layers.Flatten(name="flatten")(inputs)
+    hidden = inputs
+    if len(input_shape) > 1:
+        hidden = keras.layers.Flatten(data_format=IMAGE_DATA_FORMAT, name="flatten")(hidden)
     outputs = tower(indexed(make_dense, before_dense=before_dense), hidden, hidden_units, task,
                     num_classes, heteroscedastic)
     return compile_model(keras.Model(inputs, outputs, name=name), task, learning_rate,
@@ -180,8 +186,9 @@ def convnet(make_conv, make_dense, name, input_shape, task, num_classes, heteros
     """Image -> convolutions -> Flatten -> hidden Dense layers -> head, compiled.
 
     `make_conv(filters, kernel_size, index, name)` makes convolution `index` ("same"
-    padding); each of the first `pools` is followed by 2x2 max pooling ("same": odd sides
-    round up; None: all). The Dense layers continue the layer index after the convolutions.
+    padding, `IMAGE_DATA_FORMAT`); each of the first `pools` is followed by 2x2 max pooling
+    ("same": odd sides round up; None: all). The Dense layers continue the layer index after
+    the convolutions.
     """
     if len(input_shape) != 3:
         raise ValueError(f"{name} needs image inputs [height, width, channels], got "
@@ -203,8 +210,9 @@ def convnet(make_conv, make_dense, name, input_shape, task, num_classes, heteros
     for index, count in enumerate(filters):
         hidden = make_conv(count, kernel_size, index, f"conv_{index}")(hidden)
         if index < pools:
-            hidden = keras.layers.MaxPooling2D(2, padding="same", name=f"pool_{index}")(hidden)
-    hidden = keras.layers.Flatten(name="flatten")(hidden)
+            hidden = keras.layers.MaxPooling2D(2, padding="same", data_format=IMAGE_DATA_FORMAT,
+                                               name=f"pool_{index}")(hidden)
+    hidden = keras.layers.Flatten(data_format=IMAGE_DATA_FORMAT, name="flatten")(hidden)
     outputs = tower(indexed(make_dense, start=len(filters)), hidden, hidden_units, task,
                     num_classes, heteroscedastic)
     return compile_model(keras.Model(inputs, outputs, name=name), task, learning_rate,

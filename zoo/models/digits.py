@@ -109,6 +109,7 @@ def deterministic_cnn(input_shape, task="classification", num_classes=None, num_
 
     def conv(count, kernel_size, index, name):
         return keras.layers.Conv2D(count, kernel_size, padding="same", activation="relu",
+                                   data_format=_common.IMAGE_DATA_FORMAT,
                                    kernel_initializer=_common.glorot(seed, index), name=name)
     return _common.convnet(conv, _dense(seed), "deterministic_cnn", input_shape, task,
                            num_classes, heteroscedastic, filters, CNN_KERNEL_SIZE, CNN_POOLS,

@@ -43,6 +43,7 @@ def flipout_conv(num_train, prior, posterior, seed):
     def make(filters, kernel_size, index, name):
         return bnn_layers.Conv2DFlipout(filters, kernel_size, padding="same",
                                         activation="relu", name=name,
+                                        data_format=_common.IMAGE_DATA_FORMAT,
                                         **flipout_kwargs(num_train, prior, posterior, seed,
                                                          index))
     return make

@@ -136,7 +136,8 @@ def node_bnn_cnn(input_shape, task="classification", num_classes=None, num_train
 
     def conv(count, kernel_size, index, name):
         return bnn_layers.NodeConv2D(count, kernel_size, padding="same", activation="relu",
-                                     name=name, **layer_kwargs(index))
+                                     data_format=_common.IMAGE_DATA_FORMAT, name=name,
+                                     **layer_kwargs(index))
 
     def dense(units, activation, index, name):
         return bnn_layers.NodeDense(units, activation=activation, name=name,

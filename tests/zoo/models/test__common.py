@@ -4,6 +4,7 @@ The family-specific structure is tested in test_bbb.py, test_flipout.py, test_mc
 test_node_bnn.py and test_transformer.py.
 """
 
+import functools
 import math
 import os
 
@@ -21,6 +22,9 @@ from tfp_bnn.layers import NodeDense
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import MomentGaussianNLL
 from zoo.models import _common
+from zoo.models import digits
+from zoo.models import flipout
+from zoo.models import node_bnn
 from zoo.models.dvi import DVIGaussianNLL
 
 SHAPES = {"table": (8,), "image": (8, 8, 1), "sequence": (24, 1)}
@@ -298,6 +302,37 @@ def test_decay_steps_turns_on_a_cosine_decay_to_a_tenth():
     assert float(decay(1000)) == pytest.approx(0.002)
     constant = _build("bbb_mlp", learning_rate=0.02)
     assert constant.optimizer.get_config()["learning_rate"] == pytest.approx(0.02)
+
+
+IMAGE_BUILDERS = {
+    "deterministic_cnn": digits.deterministic_cnn,
+    "flipout_cnn": digits.flipout_cnn,
+    "node_bnn_cnn": node_bnn.node_bnn_cnn_gaussian,
+    "flipout_lenet": flipout.flipout_lenet,
+    "flipout_mlp": flipout.flipout_mlp,  # Flatten alone
+}
+
+
+@pytest.mark.parametrize("name", IMAGE_BUILDERS)
+def test_images_are_height_width_channels_whatever_keras_image_data_format(name):
+    # The convolutions, poolings and Flatten of a model built with Keras' image data format
+    # set to channels_first still read [height, width, channels]: the same weights, the same
+    # first sample. Left to the global setting, the kernels would take the height as the
+    # channels, and a CPU without oneDNN has no channels_first max pooling.
+    build = functools.partial(IMAGE_BUILDERS[name], (9, 8, 2), task="classification",
+                              num_classes=NUM_CLASSES, num_train=BATCH, seed=0)
+    x = np.random.default_rng(0).normal(size=(4, 9, 8, 2)).astype("float32")
+    reference = build()
+    expected = _call(reference, x)
+    previous = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")
+    try:
+        model = build()
+    finally:
+        keras.config.set_image_data_format(previous)
+    for old, new in zip(reference.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(new.numpy(), old.numpy(), err_msg=old.path)
+    np.testing.assert_array_equal(_call(model, x), expected)
 
 
 # --- learning -----------------------------------------------------------------------------
