@@ -43,14 +43,29 @@ setup(
                                    "sunspots/*.csv", "sunspots/*.md"]},
     include_package_data=True,
     install_requires=[
-        "tensorflow>=2.18",
+        # Every bound here is a version that .ci/compat (the floors) or the
+        # main suite (the tops: TensorFlow 2.21, Keras 3.15, TFP 0.25) ran.
+        # TensorFlow: 2.18 is the oldest the compat run passes on; capped
+        # below the minor after the newest run (2.21), as the KL bookkeeping
+        # matches TensorFlow's private loop-body graph classes by name
+        # (tfp_bnn/layers/_kl_tracking.py).
+        "tensorflow>=2.18,<2.22",
         # TFP's own TensorFlow extra: TFP 0.25 checks at import time that
         # tf-keras is installed, although tfp_bnn never imports tf_keras.
-        "tensorflow-probability[tf]>=0.25",
-        # 3.8 is the first Keras whose TensorFlow trainer divides add_loss
-        # terms by the replica count (keras-team/keras#20609); before it a
-        # variational layer's KL counted once per replica under tf.distribute.
-        "keras>=3.8",
+        # 0.25 is the only TFP run (the newest release): capped below the
+        # next, which has not been run with tfp_bnn.
+        "tensorflow-probability[tf]>=0.25,<0.26",
+        # 3.10 is the first Keras that passes the compat run. Under 3.8 and
+        # 3.9 the loss `fit` reports under MirroredStrategy exceeds one
+        # device's (the KL counted once per replica), Keras' Softmax leaves
+        # a fully masked attention row uniform rather than zero (the masks
+        # are checked against Keras' MultiHeadAttention), and Keras'
+        # CallContext has no `get_value` (the recurrent cells read the outer
+        # call's `training` through it).
+        # Below the next minor: tfp_bnn reaches into private Keras modules
+        # (keras.src: the call context, autocast scope, mask accessors,
+        # DropoutRNNCell, Functional, saving_lib) that a minor may change.
+        "keras>=3.10,<3.16",
         "numpy",
         # The CLI writes PNG plots of every run (`python -m zoo train`);
         # matplotlib's Agg backend draws them without a display.

@@ -85,9 +85,17 @@ def _innermost(error):
 
 
 def _first_line(error, limit=300):
-    """The first line of an error's message, cut at `limit` characters (a config's repr)."""
-    text = str(error).strip().splitlines()
+    """The first line of an error's message, cut at `limit` characters (a config's repr).
+
+    A first line ending in ':' announces what follows, so the next non-empty
+    line is kept with it: Keras before 3.15 reports unreadable weights as 'A
+    total of N objects could not be loaded. Example error message for object
+    <...>:' with the error itself two lines down.
+    """
+    text = [line for line in str(error).strip().splitlines() if line.strip()]
     line = text[0] if text else ""
+    if line.endswith(":") and len(text) > 1:
+        line = f"{line} {text[1].strip()}"
     return line if len(line) <= limit else line[:limit] + "..."
 
 

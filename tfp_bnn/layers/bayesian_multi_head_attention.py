@@ -206,6 +206,16 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
             name=f"{self.name}_{suffix}",
         )
 
+    def __call__(self, query, value, key=None, *args, **kwargs):
+        # Keras before 3.14 leaves every `*_mask` argument out of the shapes it
+        # gives `build`, so a bad `attention_mask` would be caught only in
+        # `call`, after the first call had built the weights: checked here,
+        # before any work, on whatever version.
+        if not self.built:
+            check_attention_shapes(*(getattr(x, "shape", None)
+                                     for x in (query, value, key, kwargs.get("attention_mask"))))
+        return super().__call__(query, value, key, *args, **kwargs)
+
     def build(self, query_shape, value_shape, key_shape=None, attention_mask_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         check_attention_shapes(query_shape, value_shape, key_shape, attention_mask_shape)
