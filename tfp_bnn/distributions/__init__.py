@@ -19,6 +19,7 @@ operation (another layer, arithmetic) gives a plain tensor. A distribution
 layer is therefore the last layer of a model.
 """
 
+from tfp_bnn.distributions import kl_registrations  # noqa: F401 (registers KLs with TFP)
 from tfp_bnn.distributions.carrier import FORWARDED_METHODS
 from tfp_bnn.distributions.carrier import attach
 from tfp_bnn.distributions.carrier import carries_distribution
