@@ -187,3 +187,29 @@ def initializer(name, value, allow_none=False):
         raise ValueError(f"`{name}` must be a Keras initializer (name, instance or config), "
                          f"got {value!r}.")
     return result
+
+
+def _keras_object(kind, name, value):
+    """`value` resolved by `keras.<kind>.get` (None passes through), or one ValueError."""
+    import keras  # noqa: PLC0415 - the other checks need no Keras
+
+    if value is None:
+        return None
+    try:
+        result = getattr(keras, kind).get(value)
+    except (ValueError, TypeError):
+        result = None
+    if result is None:
+        raise ValueError(f"`{name}` must be a Keras {kind[:-1]} (name, instance or config) "
+                         f"or None, got {value!r}.")
+    return result
+
+
+def constraint(name, value):
+    """`value` (a Keras constraint's name, instance or config, or None) as a constraint."""
+    return _keras_object("constraints", name, value)
+
+
+def regularizer(name, value):
+    """`value` (a Keras regularizer's name, instance or config, or None) as a regularizer."""
+    return _keras_object("regularizers", name, value)

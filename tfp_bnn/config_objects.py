@@ -23,7 +23,8 @@ class ConfigObject:
         return type(self) is type(other) and self.get_config() == other.get_config()
 
     def __hash__(self):
-        return hash((type(self).__name__, tuple(sorted(self.get_config().items()))))
+        # repr: a config may hold dicts and lists (serialized Keras objects).
+        return hash((type(self).__name__, repr(sorted(self.get_config().items()))))
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())

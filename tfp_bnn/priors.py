@@ -319,9 +319,6 @@ class TrainableNormalPrior(Prior):
             "per_weight": self.per_weight,
         }
 
-    def __hash__(self):
-        return hash((type(self).__name__, repr(sorted(self.get_config().items()))))
-
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class CenteredNormalPrior(Prior):

@@ -25,9 +25,12 @@ BASES = {layers.BayesianLayer, layers.NodeLayer}
 # Layers tested with this harness in their own test files, with what it cannot
 # give them here: integer inputs (the embedding) and a `keras.layers.RNN`
 # around the cell, as Keras tests its own cells (the LSTM cells; the GRU cells
-# share their whole code path but the gates, which their Keras parity tests cover).
+# share their whole code path but the gates, which their Keras parity tests cover),
+# and an input that carries a distribution (KLDivergenceAddLoss: its symbolic call,
+# fit, config and saving are tests/layers/test_kl_divergence.py's).
 OWN_HARNESS = {layers.EmbeddingReparameterization, layers.GRUCellReparameterization,
-               layers.LSTMCellReparameterization, layers.GRUCellFlipout, layers.LSTMCellFlipout}
+               layers.LSTMCellReparameterization, layers.GRUCellFlipout, layers.LSTMCellFlipout,
+               layers.KLDivergenceAddLoss}
 # Layers whose expensive checks (training step, mixed precision, float64, seeding)
 # are shared with a sibling: the 1D/3D convolutions run BayesianConvBase's
 # code as Conv2D does, only shapes differ, and their own test files run the

@@ -14,6 +14,10 @@ import tfp_bnn.layers as L
 
 tfd = tfp.distributions
 
+def _kl_prior():
+    return tfd.MultivariateNormalDiag(loc=[0.0, 0.0])
+
+
 # name -> (factory, input shapes); every layer is called on float32 inputs of these shapes.
 LAYERS = {
     "DenseFlipout": (lambda: L.DenseFlipout(3, seed=0), [(2, 4)]),
@@ -58,6 +62,11 @@ LAYERS = {
     "MixtureSameFamily": (
         lambda: L.MixtureSameFamily(2, L.IndependentNormal(1), seed=0), [(2, 6)]),
     "MultivariateNormalTriL": (lambda: L.MultivariateNormalTriL(2, seed=0), [(2, 5)]),
+    # The KL layers act on a distribution layer's output; the prior is float32 in every policy.
+    "KLDivergenceRegularizer": (lambda: L.MultivariateNormalTriL(
+        2, seed=0, activity_regularizer=L.KLDivergenceRegularizer(_kl_prior())), [(2, 5)]),
+    "KLDivergenceAddLoss": (lambda: keras.Sequential([
+        L.MultivariateNormalTriL(2, seed=0), L.KLDivergenceAddLoss(_kl_prior())]), [(2, 5)]),
     # Float inputs in [0.1, 1) are cast to index 0, as keras.layers.Embedding casts them.
     "EmbeddingReparameterization": (lambda: L.EmbeddingReparameterization(5, 3, seed=0),
                                     [(2, 4)]),

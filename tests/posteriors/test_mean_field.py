@@ -76,11 +76,58 @@ def test_serialization_round_trip():
         (lambda: posteriors.MeanFieldNormal(rho_init_stddev=-0.1), "rho_init_stddev"),
         (lambda: posteriors.get("full_covariance"), "posterior"),
         (lambda: posteriors.get(1.5), "posterior"),
+        (lambda: posteriors.MeanFieldNormal(untransformed_scale_initializer="nope"),
+         "untransformed_scale_initializer"),
+        (lambda: posteriors.MeanFieldNormal(untransformed_scale_regularizer=3),
+         "untransformed_scale_regularizer"),
+        (lambda: posteriors.MeanFieldNormal(untransformed_scale_constraint="nope"),
+         "untransformed_scale_constraint"),
     ],
 )
 def test_invalid_arguments_name_the_argument(make, argument):
     with pytest.raises(ValueError, match=f"`{argument}`"):
         make()
+
+
+def _clipped_posterior(**kwargs):
+    # TFP's CIFAR-10 examples' constraint, at a bound the initial rho (-1) is above.
+    return posteriors.MeanFieldNormal(
+        rho_init=-1.0, rho_init_stddev=0.0,
+        untransformed_scale_constraint=posteriors.ClipValue(-1000.0, -2.0), **kwargs)
+
+
+def test_untransformed_scale_constraint_clips_rho_after_an_optimizer_step():
+    model = keras.Sequential([keras.Input((4,)), DenseReparameterization(
+        3, posterior=_clipped_posterior(), kl_weight=1e-3, seed=0)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    model.fit(np.ones((8, 4), "float32"), np.zeros((8, 3), "float32"), epochs=1, verbose=0)
+    loc, rho = model.layers[0].kernel_params
+    # One small step moves rho by ~0.01 from -1; the constraint puts it at -2.
+    np.testing.assert_allclose(rho.numpy(), -2.0)
+    assert np.all(np.abs(loc.numpy()) < 2.0) and not np.allclose(loc.numpy(), -2.0)
+
+
+def test_untransformed_scale_initializer_and_regularizer_act_on_rho():
+    layer = DenseReparameterization(3, posterior=posteriors.MeanFieldNormal(
+        untransformed_scale_initializer=keras.initializers.Constant(-5.0),
+        untransformed_scale_regularizer=keras.regularizers.L2(0.1)), kl_weight=0.0)
+    layer(np.ones((2, 4), "float32"))
+    np.testing.assert_array_equal(layer.kernel_params[1].numpy(), -5.0)
+    # The weight regularizer of rho: 0.1 * sum(rho^2) over the 4 x 3 kernel.
+    np.testing.assert_allclose(sum(float(x) for x in layer.losses), 0.1 * 25.0 * 12, rtol=1e-6)
+
+
+def test_tfp_arguments_round_trip_through_a_layer_config():
+    post = _clipped_posterior(
+        untransformed_scale_initializer=keras.initializers.RandomNormal(-9.0, 0.1),
+        untransformed_scale_regularizer=keras.regularizers.L2(0.5))
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(
+        DenseReparameterization(3, posterior=post))).posterior
+    assert restored == post and hash(restored) == hash(post)
+    assert restored.untransformed_scale_constraint.max_value == -2.0
+    assert restored.untransformed_scale_initializer.mean == -9.0
+    # A config without them (saved before they existed) reads as before.
+    assert "untransformed_scale_constraint" not in posteriors.MeanFieldNormal().get_config()
 
 
 def _draw_paths(monkeypatch):

@@ -16,9 +16,11 @@ carries the distribution with it:
 
 The carried distribution lives as long as the tensor object: any later
 operation (another layer, arithmetic) gives a plain tensor. A distribution
-layer is therefore the last layer of a model.
+layer is therefore the last layer of a model, or is followed only by
+`tfp_bnn.layers.KLDivergenceAddLoss`, which passes the distribution on.
 """
 
+from tfp_bnn.distributions import kl_registrations  # noqa: F401 (registers KLs with TFP)
 from tfp_bnn.distributions.carrier import FORWARDED_METHODS
 from tfp_bnn.distributions.carrier import attach
 from tfp_bnn.distributions.carrier import carries_distribution

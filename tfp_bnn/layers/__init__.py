@@ -32,6 +32,8 @@ from tfp_bnn.layers.independent_bernoulli import IndependentBernoulli
 from tfp_bnn.layers.independent_logistic import IndependentLogistic
 from tfp_bnn.layers.independent_normal import IndependentNormal
 from tfp_bnn.layers.independent_poisson import IndependentPoisson
+from tfp_bnn.layers.kl_divergence import KLDivergenceAddLoss
+from tfp_bnn.layers.kl_divergence import KLDivergenceRegularizer
 from tfp_bnn.layers.lstm_cell_flipout import LSTMCellFlipout
 from tfp_bnn.layers.lstm_cell_reparameterization import LSTMCellReparameterization
 from tfp_bnn.layers.mc_dropout import MCDropout
@@ -81,6 +83,8 @@ __all__ = [
     "IndependentLogistic",
     "IndependentNormal",
     "IndependentPoisson",
+    "KLDivergenceAddLoss",
+    "KLDivergenceRegularizer",
     "LSTMCellFlipout",
     "LSTMCellReparameterization",
     "MCDropout",

@@ -52,8 +52,8 @@ class DistributionLambda(keras.layers.Layer):
     `lambda y, rv_y: -rv_y.log_prob(y)` and `model(x).mean()` work as in
     TFP, `tfp_bnn.losses.NegativeLogLikelihood()` is the same loss as a
     registered class, and `tfp_bnn.distributions.distribution_of(t)` returns
-    the distribution. It must be the model's last layer (see
-    `tfp_bnn.distributions`).
+    the distribution. It must be the model's last layer, or be followed
+    only by `KLDivergenceAddLoss` (see `tfp_bnn.distributions`).
 
     Args:
         make_distribution_fn: callable `t -> tfd.Distribution`. Any callable

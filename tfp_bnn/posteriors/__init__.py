@@ -68,11 +68,12 @@ from tfp_bnn.config_objects import resolve
 from tfp_bnn.posteriors.base import Posterior
 from tfp_bnn.posteriors.base import PosteriorDraw
 from tfp_bnn.posteriors.base import seeded_initializer
+from tfp_bnn.posteriors.constraints import ClipValue
 from tfp_bnn.posteriors.flow import FlowPosterior
 from tfp_bnn.posteriors.full_covariance import FullCovarianceNormal
 from tfp_bnn.posteriors.mean_field import MeanFieldNormal
 
-__all__ = ["FlowPosterior", "FullCovarianceNormal", "MeanFieldNormal", "Posterior",
+__all__ = ["ClipValue", "FlowPosterior", "FullCovarianceNormal", "MeanFieldNormal", "Posterior",
            "PosteriorDraw", "get", "seeded_initializer"]
 
 _POSTERIORS = {"mean_field_normal": MeanFieldNormal, "flow": FlowPosterior,

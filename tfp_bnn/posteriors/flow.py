@@ -233,7 +233,3 @@ class FlowPosterior(Posterior):
             "rho_init_stddev": self._base.rho_init_stddev,
             "sylvester_rank": self.sylvester_rank,
         }
-
-    def __hash__(self):
-        config = self.get_config()
-        return hash((type(self).__name__, repr(sorted(config.items()))))

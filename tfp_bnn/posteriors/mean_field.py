@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation as check
 from tfp_bnn import noise
 from tfp_bnn.posteriors.base import NormalPosterior
 from tfp_bnn.posteriors.base import PosteriorDraw
@@ -88,10 +89,26 @@ class MeanFieldNormal(NormalPosterior):
     rho_init_stddev=0, scale_offset=1e-5)` with `kernel_initializer="zeros"`
     (rho = c + t has the same gradients as t).
 
+    TFP's `default_mean_field_normal_fn` arguments map as follows: the
+    `loc_*` ones are the layer's `kernel_initializer`, `kernel_regularizer`
+    and `kernel_constraint` (`bias_*` for a Bayesian bias), `is_singular` is
+    the layer's `bayesian_bias=False` (the default), and the three
+    `untransformed_scale_*` ones act on rho, the untransformed scale, as in
+    TFP. TFP's CIFAR-10 Bayesian ResNet and VGG start rho at N(-9, 0.1^2)
+    and clip it to at most log(0.2) with a lambda; the serializable form is
+    `MeanFieldNormal(untransformed_scale_initializer=keras.initializers.
+    RandomNormal(-9.0, 0.1), untransformed_scale_constraint=
+    tfp_bnn.posteriors.ClipValue(-1000.0, math.log(0.2)))`.
+
     Args:
         rho_init: mean of the initial rho values.
         rho_init_stddev: spread of the initial rho values, >= 0.
         scale_offset: added to softplus(rho), >= 0.
+        untransformed_scale_initializer: a Keras initializer of rho (name,
+            instance or config); None for N(rho_init, rho_init_stddev^2).
+        untransformed_scale_regularizer: a Keras regularizer of rho, or None.
+        untransformed_scale_constraint: a Keras constraint the optimizer
+            applies to rho after each update, or None.
 
     Example:
     >>> posterior = MeanFieldNormal(rho_init=-3.0, rho_init_stddev=0.0)
@@ -102,6 +119,23 @@ class MeanFieldNormal(NormalPosterior):
     """
 
     is_location_scale = True
+
+    def __init__(self, rho_init=-3.0, rho_init_stddev=0.1, scale_offset=0.0,
+                 untransformed_scale_initializer=None, untransformed_scale_regularizer=None,
+                 untransformed_scale_constraint=None):
+        super().__init__(rho_init, rho_init_stddev, scale_offset)
+        self.untransformed_scale_initializer = check.initializer(
+            "untransformed_scale_initializer", untransformed_scale_initializer, allow_none=True)
+        self.untransformed_scale_regularizer = check.regularizer(
+            "untransformed_scale_regularizer", untransformed_scale_regularizer)
+        self.untransformed_scale_constraint = check.constraint(
+            "untransformed_scale_constraint", untransformed_scale_constraint)
+
+    def _rho_initializer(self, seed):
+        if self.untransformed_scale_initializer is not None:
+            return seeded_initializer(self.untransformed_scale_initializer, seed)
+        return keras.initializers.RandomNormal(mean=self.rho_init, stddev=self.rho_init_stddev,
+                                               seed=seed)
 
     def build(self, layer, name, shape, loc_initializer="glorot_uniform",
               regularizer=None, constraint=None, seed=None):
@@ -117,9 +151,9 @@ class MeanFieldNormal(NormalPosterior):
         rho = layer.add_weight(
             name=f"{name}_rho",
             shape=shape,
-            initializer=keras.initializers.RandomNormal(
-                mean=self.rho_init, stddev=self.rho_init_stddev, seed=rho_seed
-            ),
+            initializer=self._rho_initializer(rho_seed),
+            regularizer=self.untransformed_scale_regularizer,
+            constraint=self.untransformed_scale_constraint,
             trainable=True,
         )
         return (loc, rho)
@@ -180,3 +214,17 @@ class MeanFieldNormal(NormalPosterior):
         if prior is not None and fused_prior is None:
             kl = prior.kl_from_normal(loc, scale)
         return PosteriorDraw((loc, scale), perturbation, kl, log_prob)
+
+    def get_config(self):
+        config = super().get_config()
+        # Only the arguments given, so that configs saved before they existed read the same.
+        for key, serialize, value in (
+                ("untransformed_scale_initializer", keras.initializers.serialize,
+                 self.untransformed_scale_initializer),
+                ("untransformed_scale_regularizer", keras.regularizers.serialize,
+                 self.untransformed_scale_regularizer),
+                ("untransformed_scale_constraint", keras.constraints.serialize,
+                 self.untransformed_scale_constraint)):
+            if value is not None:
+                config[key] = serialize(value)
+        return config
