@@ -38,6 +38,11 @@ import tensorflow_probability as tfp  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from tests.integration import parity_checks  # noqa: E402
+from tests.integration.tfp_builders import RBFKernelFn  # noqa: E402
+from tests.integration.tfp_builders import keras_io_posterior  # noqa: E402
+from tests.integration.tfp_builders import keras_io_prior  # noqa: E402
+from tests.integration.tfp_builders import posterior_mean_field  # noqa: E402
+from tests.integration.tfp_builders import prior_trainable  # noqa: E402
 from tfp_bnn import kernels  # noqa: E402
 from tfp_bnn import layers  # noqa: E402
 from tfp_bnn import posteriors  # noqa: E402
@@ -141,44 +146,6 @@ def test_default_multivariate_normal_fn_row_is_normal_prior():
 
 # -- DenseVariational rows (deterministic starts) ------------------------------------------
 
-# TFP's regression notebook, verbatim but for `tf.keras` -> `tf_keras`.
-def posterior_mean_field(kernel_size, bias_size=0, dtype=None):
-    n = kernel_size + bias_size
-    c = np.log(np.expm1(1.))
-    return tf_keras.Sequential([
-        tfp.layers.VariableLayer(2 * n, dtype=dtype),
-        tfp.layers.DistributionLambda(lambda t: tfd.Independent(
-            tfd.Normal(loc=t[..., :n], scale=1e-5 + tf.nn.softplus(c + t[..., n:])),
-            reinterpreted_batch_ndims=1)),
-    ])
-
-
-def prior_trainable(kernel_size, bias_size=0, dtype=None):
-    n = kernel_size + bias_size
-    return tf_keras.Sequential([
-        tfp.layers.VariableLayer(n, dtype=dtype),
-        tfp.layers.DistributionLambda(lambda t: tfd.Independent(
-            tfd.Normal(loc=t, scale=1), reinterpreted_batch_ndims=1)),
-    ])
-
-
-# keras.io's "Probabilistic Bayesian Neural Networks", verbatim but for tf_keras.
-def keras_io_prior(kernel_size, bias_size, dtype=None):
-    n = kernel_size + bias_size
-    return tf_keras.Sequential([
-        tfp.layers.DistributionLambda(
-            lambda t: tfd.MultivariateNormalDiag(loc=tf.zeros(n), scale_diag=tf.ones(n))),
-    ])
-
-
-def keras_io_posterior(kernel_size, bias_size, dtype=None):
-    n = kernel_size + bias_size
-    return tf_keras.Sequential([
-        tfp.layers.VariableLayer(tfp.layers.MultivariateNormalTriL.params_size(n), dtype=dtype),
-        tfp.layers.MultivariateNormalTriL(n),
-    ])
-
-
 INPUT_DIM, UNITS = 3, 2
 
 # name: (TFP builders, our DenseVariational arguments), as the README rows write them.
@@ -229,27 +196,6 @@ def test_keras_io_posterior_starts_at_sd_0_69_not_a_point_mass():
 
 
 # -- the VariationalGaussianProcess row ----------------------------------------------------
-
-class RBFKernelFn(tf_keras.layers.Layer):
-    """TFP's regression notebook's kernel provider (`add_variable` -> `add_weight`)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        dtype = kwargs.get("dtype", None)
-        self._amplitude = self.add_weight(initializer=tf.constant_initializer(0), dtype=dtype,
-                                          name="amplitude")
-        self._length_scale = self.add_weight(initializer=tf.constant_initializer(0),
-                                             dtype=dtype, name="length_scale")
-
-    def call(self, x):
-        return x
-
-    @property
-    def kernel(self):
-        return tfp.math.psd_kernels.ExponentiatedQuadratic(
-            amplitude=tf.nn.softplus(0.1 * self._amplitude),
-            length_scale=tf.nn.softplus(5. * self._length_scale))
-
 
 def test_variational_gaussian_process_row_starts_where_the_notebook_starts():
     num_inducing = 8
