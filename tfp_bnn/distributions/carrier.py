@@ -10,6 +10,11 @@ FORWARDED_METHODS = (
     "mode", "prob", "quantile", "sample", "stddev", "survival_function", "variance",
 )
 
+# Of those, the ones that take a value: it is cast to the distribution's
+# floating dtype, as Keras hands a loss targets in the loss' dtype (floatx).
+_VALUE_METHODS = frozenset(("cdf", "log_cdf", "log_prob", "log_survival_function", "prob",
+                            "survival_function"))
+
 _ATTRIBUTE = "_tfp_distribution"  # TFP's own name for it, kept for familiarity
 
 # Ops that Keras may put between a layer's output and the loss (dtype casts,
@@ -43,8 +48,25 @@ def attach(value, distribution):
     """
     setattr(value, _ATTRIBUTE, distribution)
     for name in FORWARDED_METHODS:
-        setattr(value, name, getattr(distribution, name))
+        setattr(value, name, _forwarded(distribution, name))
     return value
+
+
+def _forwarded(distribution, name):
+    """`distribution.<name>`; for a method taking a value, one that casts a floating value to
+    the distribution's floating dtype (a float64 head gets float32 targets from Keras)."""
+    method = getattr(distribution, name)
+    dtype = distribution.dtype
+    if name not in _VALUE_METHODS or dtype is None or not tf.as_dtype(dtype).is_floating:
+        return method
+
+    def cast_value(value, *args, **kwargs):
+        if tf.is_tensor(value) and value.dtype.is_floating and value.dtype != dtype:
+            value = tf.cast(value, dtype)
+        return method(value, *args, **kwargs)
+
+    cast_value.__doc__ = method.__doc__
+    return cast_value
 
 
 def _find(tensor, depth=8):
@@ -111,3 +133,32 @@ def distribution_of(tensor):
             f"{type(tensor).__name__} of shape {getattr(tensor, 'shape', None)}."
         )
     return distribution
+
+
+# Keras casts what reaches a loss to the loss' dtype (floatx): the output of a
+# float64 or float16 head becomes a new tensor, a Cast of the carrying one,
+# without its attributes, and TFP's `lambda y, rv_y: -rv_y.log_prob(y)` would
+# fail with "'SymbolicTensor' object has no attribute 'log_prob'". In a graph
+# (`fit`, `evaluate` and `predict` trace one) the cast's input is reachable:
+# `tf.Tensor.__getattr__`, which Python calls only for attributes a tensor
+# does not have, finds the forwarded methods there. Every other attribute,
+# and every tensor not made from a carrying one, gets TensorFlow's own
+# `__getattr__` unchanged. An eager cast (run_eagerly=True) keeps no link to
+# its input: there `tfp_bnn.losses.NegativeLogLikelihood()` cannot find the
+# distribution either, and the head's dtype must be the loss' dtype.
+_FORWARDED = frozenset(FORWARDED_METHODS)
+_tensorflow_getattr = tf.Tensor.__getattr__
+
+
+def _getattr_through_casts(tensor, name):
+    if name in _FORWARDED:
+        try:
+            distribution = _find(tensor)
+        except (AttributeError, TypeError, ValueError):
+            distribution = None
+        if distribution is not None:
+            return _forwarded(distribution, name)
+    return _tensorflow_getattr(tensor, name)
+
+
+tf.Tensor.__getattr__ = _getattr_through_casts
