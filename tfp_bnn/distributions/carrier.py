@@ -17,6 +17,12 @@ _VALUE_METHODS = frozenset(("cdf", "log_cdf", "log_prob", "log_survival_function
 
 _ATTRIBUTE = "_tfp_distribution"  # TFP's own name for it, kept for familiarity
 
+# Said when an eager tensor lacks the distribution (see _getattr_through_casts).
+_EAGER_CAST = (
+    "If it is a tfp_bnn distribution layer's output that Keras cast to the loss' dtype "
+    "(floatx), run eagerly the cast kept no link to the distribution: compile without "
+    "run_eagerly=True, or give the distribution layer the loss' dtype.")
+
 # Ops that Keras may put between a layer's output and the loss (dtype casts,
 # rank alignment) and that do not change which distribution the values are of.
 _TRANSPARENT_OPS = ("Cast", "Identity", "ExpandDims", "Squeeze", "Reshape")
@@ -131,6 +137,7 @@ def distribution_of(tensor):
             "distribution layer (tfp_bnn.layers.DistributionLambda, IndependentNormal, "
             "...) with no layer or operation after it; got "
             f"{type(tensor).__name__} of shape {getattr(tensor, 'shape', None)}."
+            + (f" {_EAGER_CAST}" if tf.is_tensor(tensor) and tf.executing_eagerly() else "")
         )
     return distribution
 
@@ -158,6 +165,9 @@ def _getattr_through_casts(tensor, name):
             distribution = None
         if distribution is not None:
             return _forwarded(distribution, name)
+        if tf.executing_eagerly() and tensor.dtype.is_floating:
+            raise AttributeError(
+                f"'{type(tensor).__name__}' object has no attribute '{name}'. {_EAGER_CAST}")
     return _tensorflow_getattr(tensor, name)
 
 
