@@ -92,7 +92,9 @@ def test_tfp_lambda_loss_evaluates_a_float64_head(name):
     _losses_agree(name, "float64")
 
 
-@pytest.mark.parametrize("name", ["IndependentPoisson", "MixtureNormal", "Categorical"])
+# TensorFlow has no float16 triangular solve (MatrixTriangularSolve): a float16
+# MultivariateNormalTriL head has no log-density, whatever the loss.
+@pytest.mark.parametrize("name", sorted(set(DISTRIBUTION_LAYERS) - {"MultivariateNormalTriL"}))
 def test_tfp_lambda_loss_evaluates_a_float16_head(name, mixed_precision):
     _losses_agree(name, "mixed_float16")
 
