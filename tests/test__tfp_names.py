@@ -3,6 +3,8 @@
 import pytest
 import tensorflow_probability as tfp
 
+from tfp_bnn._tfp_names import BUILDER_ADVICE
+from tfp_bnn._tfp_names import builder_advice
 from tfp_bnn.layers import Conv2DFlipout
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseLocalReparameterization
@@ -79,3 +81,45 @@ def test_tfp_default_posterior_functions_are_recognized():
 def test_other_unknown_arguments_still_reach_keras():
     with pytest.raises((TypeError, ValueError), match="kernel_posterior_fnn"):
         DenseFlipout(3, kernel_posterior_fnn=None)
+
+
+# -- DenseVariational's builder functions --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tfp_builders():
+    pytest.importorskip("tf_keras")  # TFP's builders are tf_keras models
+    from tests.integration import tfp_builders  # noqa: PLC0415 - after the skip
+
+    return tfp_builders
+
+
+@pytest.mark.parametrize("builder, expected, absent", [
+    ("keras_io_posterior", "posterior=tfp_bnn.posteriors.FullCovarianceNormal(rho_init=0.0, "
+     "rho_init_stddev=0.0, scale_offset=1e-5)` with `kernel_initializer='zeros'`",
+     "MeanFieldNormal"),
+    ("posterior_mean_field", "posterior=tfp_bnn.posteriors.MeanFieldNormal(rho_init=math.log("
+     "math.e - 1), rho_init_stddev=0.0, scale_offset=1e-5)` with `kernel_initializer='zeros'`",
+     "FullCovarianceNormal"),
+])
+def test_posterior_builder_advice_names_its_family_and_start(tfp_builders, builder, expected,
+                                                             absent):
+    advice = builder_advice("posterior", getattr(tfp_builders, builder))
+    assert expected in advice
+    assert absent not in advice
+
+
+@pytest.mark.parametrize("builder, expected, absent", [
+    ("prior_trainable", "prior=tfp_bnn.priors.TrainableNormalPrior()`", "NormalPrior()"),
+    ("keras_io_prior", "prior=tfp_bnn.priors.NormalPrior()`", "Trainable"),
+])
+def test_prior_builder_advice_names_a_trainable_or_fixed_prior(tfp_builders, builder, expected,
+                                                               absent):
+    advice = builder_advice("prior", getattr(tfp_builders, builder))
+    assert expected in advice
+    assert absent not in advice.replace(expected, "")
+
+
+def test_an_unreadable_builder_gets_both_posterior_families():
+    advice = builder_advice("posterior", lambda *args: None)
+    assert advice == BUILDER_ADVICE["posterior"]
+    assert "MeanFieldNormal" in advice and "FullCovarianceNormal" in advice

@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tfp_bnn import _validation as check
 
@@ -25,6 +26,19 @@ def test_integer_accepts_python_and_numpy_ints(value):
                                    [3], 2.5])
 def test_integer_refuses_non_ints_and_names_the_argument(value):
     with _refused(r"^`units` must be a positive int, got " + re.escape(repr(value)) + r"\.$"):
+        check.integer("units", value)
+
+
+def test_integer_accepts_scalar_integer_tensors_as_tfp_does():
+    for value in (tf.constant(3), tf.constant(3, tf.int64), np.array(3)):
+        result = check.integer("units", value)
+        assert result == 3 and type(result) is int
+
+
+@pytest.mark.parametrize("value", [tf.constant(3.0), tf.constant(True), tf.constant(-1),
+                                   tf.constant([3])])
+def test_integer_refuses_other_tensors_in_one_line(value):
+    with _refused(r"^`units` must be a positive int, got <tf.Tensor: [^\n]*>\.$"):
         check.integer("units", value)
 
 
@@ -213,3 +227,44 @@ def test_initializer_resolves_names_and_configs_and_passes_none_when_allowed():
 def test_initializer_refuses_what_keras_cannot_resolve(value):
     with _refused(r"^`init` must be a Keras initializer \(name, instance or config\), got "):
         check.initializer("init", value)
+
+
+# shape and size (distribution layers' event_shape, event_size, num_components) ---------------
+
+@pytest.mark.parametrize("value, expected", [
+    (2, (2,)), (np.int64(2), (2,)), ((2, 3), (2, 3)), ([2], (2,)), ((), ()),
+    (tf.constant([2, 3]), (2, 3)), (tf.constant(2), (2,)), (np.array([4]), (4,)),
+    (tf.TensorShape([2]), (2,)),
+])
+def test_shape_accepts_ints_sequences_and_int_tensors(value, expected):
+    result = check.shape("event_shape", value)
+    assert result == expected and all(type(v) is int for v in result)
+
+
+@pytest.mark.parametrize("value", [0, -2, True, 2.0, "2", [2, 0], [True], tf.constant([2.0]),
+                                   tf.constant(True), tf.TensorShape([None])])
+def test_shape_refuses_the_whole_shape_in_one_line(value):
+    with _refused(r"^`event_shape` must be a positive int or a tuple of positive ints, "
+                  r"got [^\n]*\.$"):
+        check.shape("event_shape", value)
+
+
+@pytest.mark.parametrize("value", [3, np.int32(3), [3], (3,), tf.constant(3), tf.constant([3])])
+def test_size_accepts_an_int_or_a_one_element_shape(value):
+    result = check.size("event_size", value)
+    assert result == 3 and type(result) is int
+
+
+@pytest.mark.parametrize("value", [0, [2, 3], (), True, 3.0, tf.constant(3.0), tf.constant(True)])
+def test_size_refuses_in_one_line(value):
+    with _refused(r"^`event_size` must be a positive int, got [^\n]*\.$"):
+        check.size("event_size", value)
+
+
+def test_size_minimum_is_in_the_message():
+    with _refused(r"^`event_size` must be an int >= 2, got 1\.$"):
+        check.size("event_size", 1, minimum=2)
+
+
+def test_integers_takes_a_scalar_tensor_as_one_value():
+    assert check.integers("kernel_size", tf.constant(3)) == (3,)

@@ -64,3 +64,14 @@ def test_frozen_provider_adds_non_trainable_weights():
 def test_non_positive_arguments_are_refused(argument):
     with pytest.raises(ValueError, match=rf"`{argument}` must be a finite number > 0, got 0"):
         ExponentiatedQuadraticProvider(**{argument: 0})
+
+
+def test_a_tfp_kernel_provider_layer_is_refused_with_the_provider_to_write():
+    pytest.importorskip("tf_keras")  # TFP's kernel providers are tf_keras layers
+    from tests.integration.tfp_builders import RBFKernelFn  # noqa: PLC0415 - after the skip
+
+    with pytest.raises(ValueError, match=r"^`kernel_provider` is a layer with a `kernel` "
+                       r"property.*ExponentiatedQuadraticProvider\(amplitude=0.693147, "
+                       r"length_scale=0.693147\).*0.1 and 5.0") as info:
+        kernels.get(RBFKernelFn())
+    assert "\n" not in str(info.value)

@@ -13,6 +13,8 @@ before `keras.layers.Layer.__init__` sees the keyword arguments.
 
 import math
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_probability as tfp
 
 tfd = tfp.distributions
@@ -148,3 +150,97 @@ def reject_tfp_arguments(layer_name, kwargs):
             f"`{name}` is a tfp.layers argument that {layer_name} does not take "
             f"(got {name}={value!r}): {advice}."
         )
+
+
+# What DenseVariational takes instead of TFP's `make_posterior_fn` /
+# `make_prior_fn`, when the builder's own distribution cannot be read.
+BUILDER_ADVICE = {
+    "posterior": (
+        "pass `posterior=`, a tfp_bnn.posteriors.Posterior that starts where the builder's "
+        "distribution starts: for TFP's posterior_mean_field (Independent Normal) "
+        "`MeanFieldNormal(rho_init=math.log(math.e - 1), rho_init_stddev=0.0, "
+        "scale_offset=1e-5)` with `kernel_initializer='zeros'`; for a VariableLayer + "
+        "MultivariateNormalTriL builder `FullCovarianceNormal(rho_init=0.0, "
+        "rho_init_stddev=0.0, scale_offset=1e-5)` with `kernel_initializer='zeros'`"
+    ),
+    "prior": (
+        "pass `prior=`, a tfp_bnn.priors.Prior: `TrainableNormalPrior()` for TFP's "
+        "prior_trainable (N(t, 1), t trainable from 0), `NormalPrior(loc, scale)` for a "
+        "fixed Normal (the default, NormalPrior(), is N(0, 1))"
+    ),
+}
+# TFP's MultivariateNormalTriL layer and posterior_mean_field add 1e-5 to the scale.
+_TFP_SCALE_SHIFT = 1e-5
+_NAMED_RHO = {0.0: "0.0", round(math.log(math.e - 1.0), 4): "math.log(math.e - 1)"}
+
+
+def _builder_start(builder):
+    """(distribution, has_variables) a TFP DenseVariational builder starts at, or None.
+
+    TFP calls `builder(kernel_size, bias_size, dtype)` and the tf_keras model
+    it returns on the layer's inputs; its variables ignore them.
+    """
+    try:
+        model = builder(3, 1, "float32")
+        output = model(tf.zeros([1, 1]))
+        distribution = getattr(output, "tensor_distribution", output)
+        mean = np.asarray(distribution.mean(), np.float64).ravel()
+        stddev = np.asarray(distribution.stddev(), np.float64).ravel()
+    except Exception:  # noqa: BLE001 - any user function: the general advice then
+        return None
+    if mean.size != 4 or stddev.size != 4:
+        return None
+    return distribution, bool(getattr(model, "trainable_variables", ())), mean, stddev
+
+
+def _constant(values):
+    """The value all of `values` share (to float32 precision), else None."""
+    return float(values[0]) if np.allclose(values, values[0], rtol=1e-6, atol=1e-7) else None
+
+
+def _rho_text(scale):
+    rho = round(math.log(math.expm1(scale - _TFP_SCALE_SHIFT)), 4) + 0.0
+    return _NAMED_RHO.get(rho, f"{rho:g}")
+
+
+def builder_advice(argument, builder):
+    """What to pass as `posterior=` / `prior=` for TFP's builder function `builder`.
+
+    Builds the builder's tf_keras model and reads its starting distribution:
+    a full-covariance `MultivariateNormalTriL` maps to `FullCovarianceNormal`,
+    a diagonal one to `MeanFieldNormal`, with the arguments that give the same
+    start; a prior with variables to `TrainableNormalPrior`, a fixed one to
+    `NormalPrior(loc, scale)`. Falls back to `BUILDER_ADVICE[argument]`.
+
+    Args:
+        argument: "posterior" or "prior".
+        builder: the `make_posterior_fn` / `make_prior_fn` value.
+
+    Returns:
+        One clause of advice for an error message.
+    """
+    start = _builder_start(builder)
+    if start is None:
+        return BUILDER_ADVICE[argument]
+    distribution, has_variables, mean, stddev = start
+    loc, scale = _constant(mean), _constant(stddev)
+    if loc is None or scale is None or scale <= 0:
+        return BUILDER_ADVICE[argument]
+    if argument == "prior":
+        if has_variables:
+            shown = "" if scale == 1.0 else f"scale={scale:g}"
+            return (f"this prior starts at N({loc:g}, {scale:g}^2) with trainable variables: "
+                    f"pass `prior=tfp_bnn.priors.TrainableNormalPrior({shown})`")
+        shown = "" if (loc, scale) == (0.0, 1.0) else f"loc={loc:g}, scale={scale:g}"
+        return (f"this prior is a fixed N({loc:g}, {scale:g}^2): pass "
+                f"`prior=tfp_bnn.priors.NormalPrior({shown})`")
+    initializer = "'zeros'" if loc == 0.0 else f"keras.initializers.Constant({loc:g})"
+    if scale <= _TFP_SCALE_SHIFT:
+        return BUILDER_ADVICE[argument]
+    family = ("FullCovarianceNormal" if isinstance(distribution, tfd.MultivariateNormalTriL)
+              else "MeanFieldNormal")
+    kind = "full-covariance" if family == "FullCovarianceNormal" else "mean-field"
+    return (f"this posterior starts {kind} at loc {loc:g}, scale {scale:.6g}: pass "
+            f"`posterior=tfp_bnn.posteriors.{family}(rho_init={_rho_text(scale)}, "
+            f"rho_init_stddev=0.0, scale_offset=1e-5)` with `kernel_initializer={initializer}` "
+            f"and `bias_initializer={initializer}`, which starts there")

@@ -36,8 +36,9 @@ def _int_kind(minimum, maximum):
 def integer(name, value, minimum=1, maximum=None, allow_none=False):
     """`value` as a Python int in [minimum, maximum], or ValueError naming `name`.
 
-    Accepts Python and NumPy integers (anything with `__index__`), never a bool or a float.
-    `None` passes through when `allow_none`.
+    Accepts Python and NumPy integers and scalar integer tensors (anything with `__index__`,
+    as TFP's layers take `tf.constant(3)`), never a bool or a float. `None` passes through
+    when `allow_none`.
     """
     if value is None and allow_none:
         return None
@@ -46,7 +47,7 @@ def integer(name, value, minimum=1, maximum=None, allow_none=False):
         raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
     try:
         result = operator.index(value)
-    except TypeError:
+    except (TypeError, AttributeError):  # a float or bool tensor's __index__ raises the latter
         raise ValueError(f"`{name}` must be {kind}, got {value!r}.") from None
     if minimum is not None and result < minimum:
         raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
@@ -57,14 +58,43 @@ def integer(name, value, minimum=1, maximum=None, allow_none=False):
     return int(result)
 
 
+def is_scalar(value):
+    """True for one value: not iterable, a string, or a 0-d array or tensor."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return True
+    return getattr(value, "ndim", None) == 0
+
+
 def integers(name, values, minimum=1):
     """`values` (an int or a sequence of ints) as a tuple of ints >= minimum."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+    if is_scalar(values):
         values = (values,)
     values = tuple(values)
     if not values:
         raise ValueError(f"`{name}` must hold at least one int, got ().")
     return tuple(integer(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values))
+
+
+def shape(name, value):
+    """`value` (a positive int or a sequence of them: tuple, list, 1-d array or int tensor) as
+    a tuple of Python ints; () stays (), a scalar n is (n,). One message for the whole shape.
+    """
+    values = (value,) if is_scalar(value) else value
+    try:
+        return tuple(integer(name, v) for v in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a positive int or a tuple of positive ints, "
+                         f"got {value!r}.") from None
+
+
+def size(name, value, minimum=1):
+    """`value` (an int >= minimum, or a shape of one such int: [3], tf.constant([3])) as an int."""
+    values = (value,) if is_scalar(value) else value
+    try:
+        (result,) = (integer(name, v, minimum=minimum) for v in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be {_int_kind(minimum, None)}, got {value!r}.") from None
+    return result
 
 
 def seed(value, name="seed", allow_none=False):

@@ -171,4 +171,35 @@ def get(identifier):
     >>> get("exponentiated_quadratic")
     ExponentiatedQuadraticProvider(amplitude=1.0, length_scale=1.0, ...)
     """
+    if not isinstance(identifier, (KernelProvider, str, dict)) and hasattr(identifier, "kernel"):
+        raise ValueError(
+            "`kernel_provider` is a layer with a `kernel` property, as tfp.layers takes "
+            f"(got {identifier!r}); tfp_bnn takes a registered tfp_bnn.kernels.KernelProvider "
+            "whose variables live in the GP layer, so the model saves: "
+            f"{_provider_advice(identifier)}."
+        )
     return resolve(identifier, KernelProvider, _PROVIDERS, "kernel_provider")
+
+
+def _provider_advice(layer):
+    """What to pass instead of TFP's kernel-provider layer `layer`, read off its kernel."""
+    advice = ("for an exponentiated-quadratic kernel pass "
+              "ExponentiatedQuadraticProvider(amplitude=, length_scale=, amplitude_multiplier=, "
+              "length_scale_multiplier=) (TFP's regression notebook's RBFKernelFn is "
+              "ExponentiatedQuadraticProvider(amplitude=math.log(2), length_scale=math.log(2), "
+              "amplitude_multiplier=0.1, length_scale_multiplier=5.0)); for another kernel "
+              "subclass tfp_bnn.kernels.KernelProvider (`build(layer)` adds its variables, "
+              "`kernel` returns the PSD kernel)")
+    try:
+        kernel = layer.kernel
+        if not isinstance(kernel, psd_kernels.ExponentiatedQuadratic):
+            return advice
+        amplitude = float(kernel.amplitude)
+        length_scale = float(kernel.length_scale)
+    except Exception:  # noqa: BLE001 - any user layer: the general advice then
+        return advice
+    return (f"its kernel is an ExponentiatedQuadratic with amplitude {amplitude:.6g} and length "
+            f"scale {length_scale:.6g} now: pass ExponentiatedQuadraticProvider("
+            f"amplitude={amplitude:.6g}, length_scale={length_scale:.6g}), adding "
+            "amplitude_multiplier= / length_scale_multiplier= if the layer multiplies its "
+            "weights before the softplus (the regression notebook's RBFKernelFn: 0.1 and 5.0)")

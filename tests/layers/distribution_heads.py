@@ -71,3 +71,72 @@ def normal_model(head=None, seed=3):
     keras.utils.set_random_seed(seed)
     return keras.Sequential([keras.Input((2,)), keras.layers.Dense(2),
                              head or layers.IndependentNormal(1, seed=seed)])
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn_tests")
+def normal_head(t):
+    """A registered `make_distribution_fn`: Normal(t_0, softplus(t_1))."""
+    return tfp.distributions.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:]))
+
+
+def _real(rng, n, d):
+    return rng.normal(size=(n, d))
+
+
+def _counts(rng, n, d):
+    return rng.integers(0, 4, (n, d)).astype("float64")
+
+
+def _bits(rng, n, d):
+    return rng.integers(0, 2, (n, d)).astype("float64")
+
+
+def _one_hot(rng, n, d):
+    return np.eye(d)[rng.integers(0, d, n)]
+
+
+def _labels(rng, n, d):
+    return rng.integers(0, d, n).astype("float64")
+
+
+# Every distribution layer: name -> (make(**layer kwargs), inputs' last axis,
+# targets(rng, n), a value TFP passes as convert_to_tensor_fn that the layer has).
+DISTRIBUTION_LAYERS = {
+    "IndependentNormal": (lambda **kw: layers.IndependentNormal(2, **kw), 4,
+                          lambda rng, n: _real(rng, n, 2), "mean"),
+    "IndependentLogistic": (lambda **kw: layers.IndependentLogistic(2, **kw), 4,
+                            lambda rng, n: _real(rng, n, 2), "mean"),
+    "IndependentBernoulli": (lambda **kw: layers.IndependentBernoulli(2, **kw), 2,
+                             lambda rng, n: _bits(rng, n, 2), "mean"),
+    "IndependentPoisson": (lambda **kw: layers.IndependentPoisson(2, **kw), 2,
+                           lambda rng, n: _counts(rng, n, 2), "mean"),
+    "Categorical": (lambda **kw: layers.Categorical(3, **kw), 3,
+                    lambda rng, n: _labels(rng, n, 3), "mode"),
+    "OneHotCategorical": (lambda **kw: layers.OneHotCategorical(3, **kw), 3,
+                          lambda rng, n: _one_hot(rng, n, 3), "mode"),
+    "MultivariateNormalTriL": (lambda **kw: layers.MultivariateNormalTriL(2, **kw), 5,
+                               lambda rng, n: _real(rng, n, 2), "mean"),
+    "MixtureNormal": (lambda **kw: layers.MixtureNormal(3, 2, **kw), 15,
+                      lambda rng, n: _real(rng, n, 2), "mean"),
+    "MixtureLogistic": (lambda **kw: layers.MixtureLogistic(3, 2, **kw), 15,
+                        lambda rng, n: _real(rng, n, 2), "mean"),
+    "MixtureSameFamily": (
+        lambda **kw: layers.MixtureSameFamily(2, layers.IndependentPoisson(2), **kw), 6,
+        lambda rng, n: _counts(rng, n, 2), "mean"),
+    "DistributionLambda": (lambda **kw: layers.DistributionLambda(normal_head, **kw), 2,
+                           lambda rng, n: _real(rng, n, 1), "mean"),
+    "VariationalGaussianProcess": (
+        lambda **kw: layers.VariationalGaussianProcess(
+            4, "exponentiated_quadratic", unconstrained_observation_noise_variance_initializer=0.0,
+            **kw), 2, lambda rng, n: _real(rng, n, 1), "mean"),
+}
+
+
+def distribution_model(name, dtype=None, seed=0, **kwargs):
+    """keras.Input((3,)) -> Dense -> the layer `name`, both in `dtype` (None: the policy's)."""
+    make, width, _, _ = DISTRIBUTION_LAYERS[name]
+    if dtype is not None:  # else the layer's own default (float32 under mixed precision)
+        kwargs["dtype"] = dtype
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(width, dtype=dtype),
+                             make(**kwargs)])

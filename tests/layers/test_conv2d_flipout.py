@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.layers import batteries
 from tests.layers import conv_nd_checks as checks
@@ -65,3 +66,12 @@ def test_one_flipout_sign_per_example_and_channel(data_format):
 def test_groups_must_divide_input_channels():
     with pytest.raises(ValueError, match=r"input channels \(3\).*`groups` \(2\)"):
         layers.Conv2DFlipout(4, 3, groups=2, kl_weight=0.1)(np.ones((1, 5, 5, 3), "float32"))
+
+
+def test_sizes_as_int_tensors_as_tfp_takes_them():
+    layer = layers.Conv2DFlipout(tf.constant(2), tf.constant(3), strides=np.int64(1))
+    assert (layer.filters, layer.kernel_size, layer.strides) == (2, (3, 3), (1, 1))
+    assert type(layer.filters) is int and all(type(k) is int for k in layer.kernel_size)
+    with pytest.raises(ValueError, match=r"^`kernel_size` must be a positive int or a tuple "
+                                         r"of 2 positive ints, got <tf.Tensor"):
+        layers.Conv2DFlipout(2, tf.constant(3.0))

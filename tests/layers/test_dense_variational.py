@@ -126,6 +126,23 @@ def test_bad_arguments_are_named(make, argument):
         make()
 
 
+def test_tfp_positional_builders_are_refused_with_the_objects_to_write():
+    pytest.importorskip("tf_keras")  # TFP's builders are tf_keras models
+    from tests.integration import tfp_builders  # noqa: PLC0415 - after the skip
+
+    with pytest.raises(ValueError, match=r"^`posterior` got a function, as TFP's positional "
+                       r"`make_posterior_fn`: .*FullCovarianceNormal\(rho_init=0.0") as info:
+        DenseVariational(1, tfp_builders.keras_io_posterior, tfp_builders.keras_io_prior)
+    assert "\n" not in str(info.value) and "MeanFieldNormal" not in str(info.value)
+    with pytest.raises(ValueError, match=r"^`prior` got a function, as TFP's positional "
+                       r"`make_prior_fn`: .*TrainableNormalPrior\(\)"):
+        DenseVariational(1, posteriors.MeanFieldNormal(), tfp_builders.prior_trainable)
+    with pytest.raises(ValueError, match=r"^`make_posterior_fn` is not an argument of "
+                       r"DenseVariational: .*FullCovarianceNormal") as info:
+        DenseVariational(1, make_posterior_fn=tfp_builders.keras_io_posterior)
+    assert "MeanFieldNormal" not in str(info.value)
+
+
 # -- one weight vector per call ---------------------------------------------------
 
 def test_one_sample_per_call_splits_into_kernel_and_bias():

@@ -25,3 +25,13 @@ def test_mixture_same_family_matches_tfp():
     np.testing.assert_allclose(value, ref.mean(), rtol=1e-5)
     restored = layers.MixtureSameFamily.from_config(ours.get_config())
     np.testing.assert_allclose(restored(params), value, rtol=1e-6)
+
+
+def test_new_takes_a_component_layer_as_tfp_does():
+    params = np.random.default_rng(5).normal(size=(4, 6)).astype("float32")
+    ours = layers.MixtureSameFamily.new(params, 2, layers.IndependentPoisson(2))
+    ref = tfpl.MixtureSameFamily.new(tf.constant(params), 2, tfpl.IndependentPoisson(2))
+    y = np.random.default_rng(6).integers(0, 5, (4, 2)).astype("float32")
+    assert isinstance(ours, tfp.distributions.MixtureSameFamily)
+    np.testing.assert_allclose(ours.log_prob(y), ref.log_prob(y), rtol=1e-5)
+    np.testing.assert_allclose(ours.mean(), ref.mean(), rtol=1e-5)

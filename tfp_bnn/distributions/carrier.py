@@ -10,7 +10,18 @@ FORWARDED_METHODS = (
     "mode", "prob", "quantile", "sample", "stddev", "survival_function", "variance",
 )
 
+# Of those, the ones that take a value: it is cast to the distribution's
+# floating dtype, as Keras hands a loss targets in the loss' dtype (floatx).
+_VALUE_METHODS = frozenset(("cdf", "log_cdf", "log_prob", "log_survival_function", "prob",
+                            "survival_function"))
+
 _ATTRIBUTE = "_tfp_distribution"  # TFP's own name for it, kept for familiarity
+
+# Said when an eager tensor lacks the distribution (see _getattr_through_casts).
+_EAGER_CAST = (
+    "If it is a tfp_bnn distribution layer's output that Keras cast to the loss' dtype "
+    "(floatx), run eagerly the cast kept no link to the distribution: compile without "
+    "run_eagerly=True, or give the distribution layer the loss' dtype.")
 
 # Ops that Keras may put between a layer's output and the loss (dtype casts,
 # rank alignment) and that do not change which distribution the values are of.
@@ -43,8 +54,25 @@ def attach(value, distribution):
     """
     setattr(value, _ATTRIBUTE, distribution)
     for name in FORWARDED_METHODS:
-        setattr(value, name, getattr(distribution, name))
+        setattr(value, name, _forwarded(distribution, name))
     return value
+
+
+def _forwarded(distribution, name):
+    """`distribution.<name>`; for a method taking a value, one that casts a floating value to
+    the distribution's floating dtype (a float64 head gets float32 targets from Keras)."""
+    method = getattr(distribution, name)
+    dtype = distribution.dtype
+    if name not in _VALUE_METHODS or dtype is None or not tf.as_dtype(dtype).is_floating:
+        return method
+
+    def cast_value(value, *args, **kwargs):
+        if tf.is_tensor(value) and value.dtype.is_floating and value.dtype != dtype:
+            value = tf.cast(value, dtype)
+        return method(value, *args, **kwargs)
+
+    cast_value.__doc__ = method.__doc__
+    return cast_value
 
 
 def _find(tensor, depth=8):
@@ -109,5 +137,38 @@ def distribution_of(tensor):
             "distribution layer (tfp_bnn.layers.DistributionLambda, IndependentNormal, "
             "...) with no layer or operation after it; got "
             f"{type(tensor).__name__} of shape {getattr(tensor, 'shape', None)}."
+            + (f" {_EAGER_CAST}" if tf.is_tensor(tensor) and tf.executing_eagerly() else "")
         )
     return distribution
+
+
+# Keras casts what reaches a loss to the loss' dtype (floatx): the output of a
+# float64 or float16 head becomes a new tensor, a Cast of the carrying one,
+# without its attributes, and TFP's `lambda y, rv_y: -rv_y.log_prob(y)` would
+# fail with "'SymbolicTensor' object has no attribute 'log_prob'". In a graph
+# (`fit`, `evaluate` and `predict` trace one) the cast's input is reachable:
+# `tf.Tensor.__getattr__`, which Python calls only for attributes a tensor
+# does not have, finds the forwarded methods there. Every other attribute,
+# and every tensor not made from a carrying one, gets TensorFlow's own
+# `__getattr__` unchanged. An eager cast (run_eagerly=True) keeps no link to
+# its input: there `tfp_bnn.losses.NegativeLogLikelihood()` cannot find the
+# distribution either, and the head's dtype must be the loss' dtype.
+_FORWARDED = frozenset(FORWARDED_METHODS)
+_tensorflow_getattr = tf.Tensor.__getattr__
+
+
+def _getattr_through_casts(tensor, name):
+    if name in _FORWARDED:
+        try:
+            distribution = _find(tensor)
+        except (AttributeError, TypeError, ValueError):
+            distribution = None
+        if distribution is not None:
+            return _forwarded(distribution, name)
+        if tf.executing_eagerly() and tensor.dtype.is_floating:
+            raise AttributeError(
+                f"'{type(tensor).__name__}' object has no attribute '{name}'. {_EAGER_CAST}")
+    return _tensorflow_getattr(tensor, name)
+
+
+tf.Tensor.__getattr__ = _getattr_through_casts

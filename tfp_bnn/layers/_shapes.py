@@ -95,8 +95,8 @@ class DenseShapes:
 def _int_tuple(name, value, rank):
     """`value` as a tuple of `rank` positive ints (an int is repeated), as Keras takes it."""
     given = value
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value,) * rank
+    if _validation.is_scalar(value) and not isinstance(value, (str, bytes)):
+        value = (value,) * rank  # an int, NumPy int or scalar int tensor
     try:
         values = _validation.integers(name, value)
     except ValueError:  # one message for the whole tuple, which names the argument

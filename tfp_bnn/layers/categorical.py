@@ -4,8 +4,10 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import ParamsSize
+from tfp_bnn.layers.distribution_lambda import convert_to_tensor_name
 
 tfd = tfp.distributions
 
@@ -46,10 +48,10 @@ class Categorical(EventShapeDistribution):
     def __init__(self, num_classes, convert_to_tensor_fn="sample", validate_args=False,
                  **kwargs):
         kwargs.pop("event_shape", None)
-        (size,) = check_event_shape(num_classes, "num_classes")
+        size = _validation.size("num_classes", num_classes)
         if size < 2:
             raise ValueError(f"`num_classes` must be >= 2, got {num_classes!r}.")
-        if convert_to_tensor_fn == "mean":
+        if convert_to_tensor_name(convert_to_tensor_fn) == "mean":
             raise ValueError("A Categorical has no mean: use convert_to_tensor_fn='mode' or "
                              "'sample'.")
         self.num_classes = size
@@ -65,8 +67,8 @@ class Categorical(EventShapeDistribution):
         Returns:
             K, an int.
         """
-        (size,) = check_event_shape(num_classes, "num_classes")
-        return size
+        size = _validation.size("num_classes", num_classes)
+        return ParamsSize(size)
 
     def _params_size_arguments(self):
         return (self.num_classes,)

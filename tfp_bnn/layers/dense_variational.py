@@ -8,6 +8,7 @@ import tensorflow as tf
 from tfp_bnn import _validation
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
+from tfp_bnn._tfp_names import builder_advice
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers._dense_base import BayesianDenseBase
 
@@ -16,11 +17,9 @@ _REPLACED = {
     "kl_estimator": "use `kl_use_exact=True` (closed form) or False (Monte Carlo, TFP's "
                     "default)",
     "bayesian_bias": "the bias is always in the posterior with the kernel when use_bias=True",
-    "make_posterior_fn": "pass `posterior=`, a tfp_bnn.posteriors.Posterior (e.g. "
-                         "MeanFieldNormal(scale_offset=1e-5) for TFP's posterior_mean_field)",
-    "make_prior_fn": "pass `prior=`, a tfp_bnn.priors.Prior (e.g. TrainableNormalPrior() for "
-                     "TFP's prior_trainable)",
 }
+# TFP's builder functions, read by `builder_advice` for what to pass instead.
+_BUILDERS = {"make_posterior_fn": "posterior", "make_prior_fn": "prior"}
 
 
 class _Joint:
@@ -165,6 +164,21 @@ class DenseVariational(BayesianDenseBase):
                 raise ValueError(
                     f"`{name}` is not an argument of DenseVariational: {advice}; "
                     f"got {name}={kwargs[name]!r}."
+                )
+        for name, argument in _BUILDERS.items():
+            if name in kwargs:
+                raise ValueError(
+                    f"`{name}` is not an argument of DenseVariational: "
+                    f"{builder_advice(argument, kwargs[name])}; got {name}={kwargs[name]!r}."
+                )
+        # TFP's signature is DenseVariational(units, make_posterior_fn, make_prior_fn).
+        for name, argument, value in (("make_posterior_fn", "posterior", posterior),
+                                      ("make_prior_fn", "prior", prior)):
+            if callable(value) and not isinstance(value, (posteriors_lib.Posterior,
+                                                          priors_lib.Prior)):
+                raise ValueError(
+                    f"`{argument}` got a function, as TFP's positional `{name}`: "
+                    f"{builder_advice(argument, value)}; got {argument}={value!r}."
                 )
         kl_use_exact = _validation.boolean("kl_use_exact", kl_use_exact)
         prior = priors_lib.get(prior)

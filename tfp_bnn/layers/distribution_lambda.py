@@ -3,6 +3,7 @@
 import math
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -12,18 +13,75 @@ from tfp_bnn.distributions.carrier import attach
 
 tfd = tfp.distributions
 
-CONVERT_TO_TENSOR_FNS = ("sample", "mean", "mode")
+# The values a distribution layer's output can hold, by name: TFP's default
+# `tfd.Distribution.sample`, the `.mean` and `.mode` its examples use, and the
+# other methods that need no argument and return a value shaped like a sample.
+CONVERT_TO_TENSOR_FNS = ("sample", "mean", "mode", "stddev", "variance")
 
 
-def check_event_shape(event_shape, argument="event_shape"):
-    """`event_shape` as a tuple of positive ints (an int n means (n,))."""
-    if isinstance(event_shape, int) and not isinstance(event_shape, bool):
-        event_shape = (event_shape,)
-    try:
-        return tuple(_validation.integer(argument, d) for d in event_shape)
-    except (TypeError, ValueError):  # one message for the whole shape
-        raise ValueError(f"`{argument}` must be a positive int or a tuple of positive ints, "
-                         f"got {event_shape!r}.") from None
+def convert_to_tensor_name(fn):
+    """The name for TFP's `tfd.Distribution.<method>` values, else `fn` unchanged.
+
+    A ported program passes `convert_to_tensor_fn=tfd.Distribution.mean`; saved
+    as a function it could not be found again on loading (it is a method), so
+    the layer keeps its name, "mean", which loads with `safe_mode=True`.
+    TFP also takes the method as a property object.
+    """
+    if isinstance(fn, property):
+        fn = fn.fget
+    for name in CONVERT_TO_TENSOR_FNS:
+        if fn is getattr(tfd.Distribution, name):
+            return name
+    return fn
+
+
+def _from_saved_tfp_method(config):
+    """The name of a `tfd.Distribution` method that an older file saved as a function (which
+    could not load), so that those files load; any other value unchanged."""
+    if (isinstance(config, dict) and config.get("class_name") == "function"
+            and str(config.get("module", "")).startswith("tensorflow_probability")
+            and config.get("config") in CONVERT_TO_TENSOR_FNS):
+        return config["config"]
+    return config
+
+
+def serialize_callable(argument, fn):
+    """`keras.saving.serialize_keras_object(fn)`, or ValueError if the file could not load it.
+
+    As for Keras' `Lambda` layer, a lambda is saved as its code (loading it
+    needs `safe_mode=False`) and a registered function by its name. Any other
+    callable (an unregistered function, a method, a nested function, a
+    partial) would be saved by a name nothing can find again, and the model
+    would fail only when someone loads it: refused here, at saving, instead.
+    """
+    name = getattr(fn, "__name__", None)
+    registered = fn if name is not None else type(fn)  # a function, or an object's class
+    if name == "<lambda>" or keras.saving.get_registered_object(
+            keras.saving.get_registered_name(registered)) is registered:
+        return keras.saving.serialize_keras_object(fn)
+    raise ValueError(
+        f"`{argument}`={fn!r} cannot be saved: a .keras file finds a function again by its "
+        "registered name; decorate it with @keras.saving.register_keras_serializable() (or "
+        "pass a lambda, which loads with safe_mode=False)."
+    )
+
+
+class ParamsSize(int):
+    """What `params_size` returns: an int that also reads as TFP's int32 value.
+
+    TFP's `params_size` gives a NumPy int32 (a tensor for tensor arguments),
+    which Keras 3's `Dense(units)` refuses, while ported programs write
+    `keras.layers.Dense(IndependentNormal.params_size(1))`. This value is a
+    Python int, so `Dense` takes it, with the `dtype`, `shape` and `numpy()`
+    of TFP's int32, and `tf.convert_to_tensor` makes it an int32 tensor.
+    """
+
+    dtype = tf.int32
+    shape = tf.TensorShape([])
+    ndim = 0
+
+    def numpy(self):
+        return np.int32(self)
 
 
 def independent(distribution, event_shape, validate_args):
@@ -61,10 +119,16 @@ class DistributionLambda(keras.layers.Layer):
             load it with `safe_mode=True`, use a function registered with
             `keras.saving.register_keras_serializable()` (a lambda, as in
             Keras' own `Lambda` layer, loads only with `safe_mode=False`),
-            or one of the ready layers (`IndependentNormal`, ...).
+            or one of the ready layers (`IndependentNormal`, ...); saving
+            another callable raises a ValueError naming this argument.
         convert_to_tensor_fn: what the output tensor holds: "sample"
-            (TFP's default), "mean", "mode", or a registered callable
-            `distribution -> tensor`.
+            (TFP's default), "mean", "mode", "stddev", "variance" (TFP's
+            `tfd.Distribution.sample`, `.mean`, ... are taken as these
+            names, so the model saves), or a callable `distribution ->
+            tensor`: saving needs it registered with
+            `keras.saving.register_keras_serializable()` or a lambda (which
+            loads with `safe_mode=False`, as for Keras' `Lambda`); saving
+            another callable raises a ValueError naming this argument.
         seed: int or None, seeds the samples of convert_to_tensor_fn="sample".
         **kwargs: base layer arguments (name, dtype, ...). Under a mixed
             precision policy the layer defaults to float32.
@@ -97,14 +161,15 @@ class DistributionLambda(keras.layers.Layer):
             raise ValueError("DistributionLambda needs `make_distribution_fn`, a callable "
                              "t -> tfd.Distribution.")
         self.make_distribution_fn = make_distribution_fn
+        convert_to_tensor_fn = convert_to_tensor_name(_from_saved_tfp_method(convert_to_tensor_fn))
         if isinstance(convert_to_tensor_fn, str):
             if convert_to_tensor_fn not in CONVERT_TO_TENSOR_FNS:
                 raise ValueError(f"`convert_to_tensor_fn` must be one of "
                                  f"{CONVERT_TO_TENSOR_FNS} or a callable, got "
                                  f"{convert_to_tensor_fn!r}.")
         elif not callable(convert_to_tensor_fn):
-            raise ValueError("`convert_to_tensor_fn` must be 'sample', 'mean', 'mode' or a "
-                             f"callable distribution -> tensor, got {convert_to_tensor_fn!r}.")
+            raise ValueError(f"`convert_to_tensor_fn` must be one of {CONVERT_TO_TENSOR_FNS} or "
+                             f"a callable distribution -> tensor, got {convert_to_tensor_fn!r}.")
         self.convert_to_tensor_fn = convert_to_tensor_fn
         self.seed = _validation.seed(seed, allow_none=True)
         self.seed_generator = (keras.random.SeedGenerator(seed)
@@ -125,10 +190,8 @@ class DistributionLambda(keras.layers.Layer):
         fn = self.convert_to_tensor_fn
         if fn == "sample":
             return distribution.sample(seed=noise.next_seed(self.seed_generator))
-        if fn == "mean":
-            return distribution.mean()
-        if fn == "mode":
-            return distribution.mode()
+        if isinstance(fn, str):
+            return getattr(distribution, fn)()
         return fn(distribution)
 
     def call(self, inputs):
@@ -144,17 +207,19 @@ class DistributionLambda(keras.layers.Layer):
         fn = self.convert_to_tensor_fn
         config.update({
             "convert_to_tensor_fn": fn if isinstance(fn, str)
-            else keras.saving.serialize_keras_object(fn),
+            else serialize_callable("convert_to_tensor_fn", fn),
             "seed": self.seed,
         })
         if self.make_distribution_fn is not None:
-            config["make_distribution_fn"] = keras.saving.serialize_keras_object(
-                self.make_distribution_fn)
+            config["make_distribution_fn"] = serialize_callable("make_distribution_fn",
+                                                                self.make_distribution_fn)
         return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        config["convert_to_tensor_fn"] = _from_saved_tfp_method(
+            config.get("convert_to_tensor_fn", "sample"))
         for key in ("make_distribution_fn", "convert_to_tensor_fn"):
             if isinstance(config.get(key), dict):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
@@ -173,13 +238,14 @@ class EventShapeDistribution(DistributionLambda):
     @staticmethod
     def params_size(event_shape=()):
         """prod(event_shape): one parameter per element of the event."""
-        return EventShapeDistribution._size(check_event_shape(event_shape))
+        return ParamsSize(EventShapeDistribution._size(
+            _validation.shape("event_shape", event_shape)))
 
     def __init__(self, event_shape=(), convert_to_tensor_fn="sample", validate_args=False,
                  **kwargs):
         kwargs.pop("make_distribution_fn", None)
         super().__init__(convert_to_tensor_fn=convert_to_tensor_fn, **kwargs)
-        self.event_shape = check_event_shape(event_shape)
+        self.event_shape = _validation.shape("event_shape", event_shape)
         self.validate_args = bool(validate_args)
 
     def _params_size_arguments(self):
@@ -226,7 +292,7 @@ class EventSizeDistribution(EventShapeDistribution):
     def __init__(self, event_size, convert_to_tensor_fn="sample", validate_args=False,
                  **kwargs):
         kwargs.pop("event_shape", None)
-        (size,) = check_event_shape(event_size, "event_size")
+        size = _validation.size("event_size", event_size)
         _validation.integer("event_size", size, minimum=self.min_event_size)
         super().__init__((size,), convert_to_tensor_fn, validate_args, **kwargs)
         self.event_size = size

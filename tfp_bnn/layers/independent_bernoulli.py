@@ -4,8 +4,8 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
 from tfp_bnn.layers.distribution_lambda import independent
 
 tfd = tfp.distributions
@@ -50,7 +50,7 @@ class IndependentBernoulli(EventShapeDistribution):
 
     @staticmethod
     def new(params, event_shape=(), validate_args=False):
-        event_shape = check_event_shape(event_shape)
+        event_shape = _validation.shape("event_shape", event_shape)
         logits = reshaped(params, event_shape)
         return independent(
             tfd.Bernoulli(logits=logits, dtype=logits.dtype, validate_args=validate_args),

@@ -4,8 +4,9 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import ParamsSize
 from tfp_bnn.layers.distribution_lambda import independent
 
 tfd = tfp.distributions
@@ -67,7 +68,8 @@ class IndependentNormal(EventShapeDistribution):
         Returns:
             2 * prod(event_shape): a location and a scale per entry.
         """
-        return 2 * EventShapeDistribution._size(check_event_shape(event_shape))
+        return ParamsSize(2 * EventShapeDistribution._size(
+            _validation.shape("event_shape", event_shape)))
 
     @classmethod
     def new(cls, params, event_shape=(), validate_args=False):
@@ -82,7 +84,7 @@ class IndependentNormal(EventShapeDistribution):
         Returns:
             `tfd.Independent(tfd.Normal(loc, softplus(s)), len(event_shape))`.
         """
-        event_shape = check_event_shape(event_shape)
+        event_shape = _validation.shape("event_shape", event_shape)
         loc, scale = reshaped_halves(params, event_shape)
         return independent(
             cls.family(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),

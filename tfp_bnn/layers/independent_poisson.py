@@ -3,8 +3,8 @@
 import keras
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
 from tfp_bnn.layers.distribution_lambda import independent
 from tfp_bnn.layers.independent_bernoulli import reshaped
 
@@ -42,7 +42,7 @@ class IndependentPoisson(EventShapeDistribution):
 
     @staticmethod
     def new(params, event_shape=(), validate_args=False):
-        event_shape = check_event_shape(event_shape)
+        event_shape = _validation.shape("event_shape", event_shape)
         return independent(
             tfd.Poisson(log_rate=reshaped(params, event_shape), validate_args=validate_args),
             event_shape, validate_args)

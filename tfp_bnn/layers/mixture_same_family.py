@@ -4,14 +4,16 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
+from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.distribution_lambda import EventShapeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import ParamsSize
 
 tfd = tfp.distributions
 
 
 def _components(num_components):
-    (components,) = check_event_shape(num_components, "num_components")
+    components = _validation.size("num_components", num_components)
     return components
 
 
@@ -72,8 +74,8 @@ class MixtureSameFamily(EventShapeDistribution):
         Returns:
             num_components * (1 + component_params_size), an int.
         """
-        (size,) = check_event_shape(component_params_size, "component_params_size")
-        return _components(num_components) * (1 + size)
+        size = _validation.size("component_params_size", component_params_size)
+        return ParamsSize(_components(num_components) * (1 + size))
 
     def _params_size_arguments(self):
         component = self.component_layer
@@ -81,24 +83,31 @@ class MixtureSameFamily(EventShapeDistribution):
                 component.params_size(*component._params_size_arguments()))
 
     def make_distribution(self, params):
-        return self.new(params, self.num_components, self.component_layer.make_distribution,
-                        self.validate_args)
+        return self.new(params, self.num_components, self.component_layer, self.validate_args)
 
     @staticmethod
-    def new(params, num_components, make_component, validate_args=False):
-        """The mixture distribution for `params`.
+    def new(params, num_components, component_layer, validate_args=False):
+        """The mixture distribution for `params`, with TFP's signature.
 
         Args:
             params: tensor [..., K * (1 + p)]: K mixture logits, then the
                 components' parameters, p per component.
             num_components: K.
-            make_component: maps parameters [..., K, p] to the components'
-                distribution (batch shape [..., K]).
+            component_layer: a tfp_bnn distribution layer (TFP passes its
+                component layer here) or a callable mapping parameters
+                [..., K, p] to the components' distribution (batch shape
+                [..., K]).
             validate_args: passed to `tfd.MixtureSameFamily`.
 
         Returns:
             A `tfd.MixtureSameFamily`.
         """
+        num_components = _components(num_components)
+        # A layer's call returns a tensor carrying the distribution; the
+        # mixture needs the distribution itself.
+        make_component = (component_layer.make_distribution
+                          if isinstance(component_layer, DistributionLambda)
+                          else component_layer)
         params = tf.convert_to_tensor(params)
         shape = tf.concat([tf.shape(params)[:-1], [num_components, -1]], 0)
         components = make_component(tf.reshape(params[..., num_components:], shape))

@@ -5,8 +5,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventSizeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import ParamsSize
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -46,12 +47,12 @@ class MultivariateNormalTriL(EventSizeDistribution):
 
     @staticmethod
     def params_size(event_size):
-        (size,) = check_event_shape(event_size, "event_size")
-        return size + size * (size + 1) // 2
+        size = _validation.size("event_size", event_size)
+        return ParamsSize(size + size * (size + 1) // 2)
 
     @staticmethod
     def new(params, event_size, validate_args=False):
-        (size,) = check_event_shape(event_size, "event_size")
+        size = _validation.size("event_size", event_size)
         params = tf.convert_to_tensor(params)
         fill = tfb.FillScaleTriL(diag_shift=np.array(1e-5, params.dtype.as_numpy_dtype),
                                  validate_args=validate_args)

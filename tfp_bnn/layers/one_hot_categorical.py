@@ -4,8 +4,9 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_bnn import _validation
 from tfp_bnn.layers.distribution_lambda import EventSizeDistribution
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import ParamsSize
 
 tfd = tfp.distributions
 
@@ -45,8 +46,8 @@ class OneHotCategorical(EventSizeDistribution):
 
     @staticmethod
     def params_size(event_size):
-        (size,) = check_event_shape(event_size, "event_size")
-        return size
+        size = _validation.size("event_size", event_size)
+        return ParamsSize(size)
 
     @staticmethod
     def new(params, event_size, validate_args=False):

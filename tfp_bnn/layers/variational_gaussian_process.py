@@ -10,7 +10,7 @@ from tfp_bnn import kernels
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
-from tfp_bnn.layers.distribution_lambda import check_event_shape
+from tfp_bnn.layers.distribution_lambda import serialize_callable
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -110,7 +110,7 @@ class VariationalGaussianProcess(DistributionLambda):
         self.num_inducing_points = _validation.integer("num_inducing_points",
                                                        num_inducing_points)
         self.kernel_provider = kernels.get(kernel_provider)
-        self.event_shape = check_event_shape(event_shape)
+        self.event_shape = _validation.shape("event_shape", event_shape)
         if len(self.event_shape) != 1:
             raise ValueError(f"`event_shape` must have one axis (E,), got {event_shape!r}.")
         self.inducing_index_points_initializer = _validation.initializer(
@@ -226,7 +226,7 @@ class VariationalGaussianProcess(DistributionLambda):
             "variational_inducing_observations_scale_initializer": serialize(
                 self.variational_inducing_observations_scale_initializer),
             "mean_fn": (None if self.mean_fn is None
-                        else keras.saving.serialize_keras_object(self.mean_fn)),
+                        else serialize_callable("mean_fn", self.mean_fn)),
             "jitter": self.jitter,
         })
         return config

@@ -41,7 +41,11 @@ class FullCovarianceNormal(NormalPosterior):
     `build` adds `loc` and `rho` (shaped like the weights, initialised as in
     `MeanFieldNormal`: near a point mass) and `tril`, the D (D - 1) / 2
     off-diagonal entries, initialised at 0. The parameter count grows as
-    D^2 / 2: meant for small layers.
+    D^2 / 2: meant for small layers. TFP's `VariableLayer` +
+    `MultivariateNormalTriL` posterior (keras.io's "Probabilistic Bayesian
+    Neural Networks") starts instead at loc 0, L = (1e-5 + softplus(0)) I:
+    `FullCovarianceNormal(rho_init=0.0, rho_init_stddev=0.0, scale_offset=1e-5)`
+    with `kernel_initializer="zeros"`.
 
     The KL to a Normal prior (`NormalPrior`, `TrainableNormalPrior`) is in
     closed form; to other priors layers use the Monte Carlo estimate. Not
