@@ -50,6 +50,20 @@ def check_bytes(needed, what, advice="use a smaller `num_samples` or fewer input
                          f"machine's memory ({limit / 2**30:.3g} GiB); {advice}.")
 
 
+def check_draws(layers, samples_per_call, name="samples_per_call"):
+    """Raises ValueError if `samples_per_call` weight samples of `layers` cannot fit in memory.
+
+    One traced call holds a sample of every weight of the model's variational
+    `layers` per sample; their variables (means and scales alike, so an upper
+    bound within a factor of about 2) give the bytes of one sample.
+    """
+    per_sample = sum(math.prod(int(d) for d in weight.shape) * np.dtype(weight.dtype).itemsize
+                     for layer in layers for weight in layer.weights)
+    check_bytes(samples_per_call * per_sample,
+                f"{samples_per_call:,} weight samples per call of the model's variational "
+                "layers", f"pass a smaller `{name}`")
+
+
 def check_storage(shape, dtype, what):
     """Raises ValueError if an array of `shape` would take over half the machine's memory.
 
