@@ -230,4 +230,4 @@ def test_predictive_rejects_zero_samples_at_call_time(served):
     data = served["cls_zero"]
     assert "error" not in data, data["error"]
     assert data["raised"] == "InvalidArgumentError", data
-    assert "num_samples must be >= 1" in data["message"]
+    assert "`num_samples` must be an int in 1..1,000,000" in data["message"]

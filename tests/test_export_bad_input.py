@@ -80,7 +80,7 @@ def test_path_under_a_regular_file(model, tmp_path, exporter, below):
         ("export_predictive", lambda m: m, {"noise_variance": 1.0},
          r"`noise_variance` is only for task='regression', output='mean'"),
         ("export_predictive", lambda m: m, {"samples_per_call": True},
-         r"`samples_per_call` must be a positive int, got True"),
+         r"`samples_per_call` must be an int in 1..1,000,000, got True"),
         ("export_predictive", lambda m: m, {"output": "mean", "noise_variance": float("nan")},
          r"`noise_variance` must be a finite number > 0, got nan"),
         ("export_predictive",
@@ -148,3 +148,51 @@ def test_successful_export_leaves_only_the_target(model, tmp_path):
     served = tfp_bnn.load_predictive(target)
     out = served.serve(np.ones((4, 3), "float32"), tf.constant(3))
     assert out["mean"].shape == (4, 1)
+
+
+# -- sizes: the served sample count, samples_per_call ------------------------
+
+@pytest.fixture(scope="module")
+def served_predictive(model, tmp_path_factory):
+    return tf.saved_model.load(export_predictive(model, tmp_path_factory.mktemp("ex") / "out"))
+
+
+@pytest.mark.parametrize("num_samples", [0, 10**6 + 1, 2**31 - 24, 2**31 - 1])
+def test_served_num_samples_outside_the_predict_limit_is_refused(served_predictive,
+                                                                 num_samples):
+    # From 2**31 - 24 on, the chunk count wrapped around in int32: the loop
+    # stopped early and plausible means came back with epistemic variance 0.
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape("`num_samples` must be an int in 1..1,000,000 (the "
+                                       "limit of tfp_bnn.predict)")):
+        served_predictive.serve(np.ones((2, 3), "float32"), tf.constant(num_samples))
+
+
+def test_served_batch_over_the_rows_per_call_limit_is_refused(model, tmp_path):
+    served = tf.saved_model.load(export_predictive(model, tmp_path / "out",
+                                                   samples_per_call=10**6))
+    assert served.serve(np.ones((4, 3), "float32"), tf.constant(2))["mean"].shape == (4, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape("the inputs tiled `samples_per_call` = 1,000,000 times "
+                                       "must be at most 4,194,304 rows per step: serve at most "
+                                       "4 inputs per call")):
+        served.serve(np.ones((5, 3), "float32"), tf.constant(2))
+
+
+def test_samples_per_call_over_the_sample_limit_is_refused(model, tmp_path):
+    with pytest.raises(ValueError, match=re.escape("`samples_per_call` must be an int in "
+                                                   "1..1,000,000, got 1000000000.")):
+        export_predictive(model, tmp_path / "out", samples_per_call=10**9)
+    assert _tree(tmp_path) == []
+
+
+def test_samples_per_call_whose_draws_cannot_fit_is_refused(tmp_path):
+    # 1,000,000 samples of 4 million variational weights: about 15 TB.
+    wide = keras.Sequential([keras.Input((1000,)), DenseFlipout(1000, kl_weight=0.0)])
+    with pytest.raises(ValueError, match=r"^1,000,000 weight samples per call of the model's "
+                                         r"variational layers would need .* GiB, over half of "
+                                         r"this machine's memory .*; pass a smaller "
+                                         r"`samples_per_call`\.$"):
+        export_predictive(wide, tmp_path / "out", task="classification",
+                          samples_per_call=10**6)
+    assert _tree(tmp_path) == []

@@ -1,4 +1,9 @@
-"""How much memory this machine has: the one copy the size limits read."""
+"""How much memory this machine has, and the one budget the size limits check against.
+
+Every size check that bounds memory (a prediction's samples, a served chunk, a
+Laplace Hessian, a random-feature GP's matrices) refuses what would take over
+half of the physical memory, through `check_bytes`.
+"""
 
 import os
 
@@ -13,3 +18,15 @@ def memory_bytes():
     except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
         return UNKNOWN_MEMORY_BYTES
     return total if total > 0 else UNKNOWN_MEMORY_BYTES
+
+
+def check_bytes(needed, what, advice):
+    """Raises ValueError if `needed` bytes are over half the machine's memory.
+
+    The message reads "`what` would need X GiB, over half of this machine's
+    memory (Y GiB); `advice`."
+    """
+    limit = memory_bytes() // 2
+    if needed > limit:
+        raise ValueError(f"{what} would need {needed / 2**30:.3g} GiB, over half of this "
+                         f"machine's memory ({limit / 2**30:.3g} GiB); {advice}.")

@@ -27,6 +27,9 @@ from tfp_bnn.layers._tracing import forced_mean_trace
 from tfp_bnn.layers._tracing import no_kl_trace
 from tfp_bnn.predict import engine
 from tfp_bnn.predict.classification import resolve_output
+from tfp_bnn.predict.limits import MAX_NUM_SAMPLES
+from tfp_bnn.predict.limits import MAX_ROWS_PER_CALL
+from tfp_bnn.predict.limits import check_draws
 from tfp_bnn.predict.limits import check_multiple
 
 TASKS = _predictive.TASKS
@@ -113,9 +116,11 @@ def _check_export_args(model, path, task, output, noise_variance, samples_per_ca
         if output != "mean":
             raise ValueError("`noise_variance` is only for task='regression', output='mean'.")
         noise_variance = check.positive("noise_variance", noise_variance)
-    samples_per_call = check_multiple("samples_per_call",
-                                      check.integer("samples_per_call", samples_per_call),
-                                      engine.sample_multiple(model))
+    samples_per_call = check_multiple(
+        "samples_per_call",
+        check.integer("samples_per_call", samples_per_call, maximum=MAX_NUM_SAMPLES),
+        engine.sample_multiple(model))
+    check_draws(engine.MonteCarloRunner(model).layers, samples_per_call)
     target = check_new_path(path)
     if output != "distribution":
         _check_output_width(model, task, output)
@@ -177,14 +182,27 @@ def _predictive_function(model, task, output, noise_variance, chunk, single):
         *inputs, num_samples = args
         inputs = inputs[0] if single else list(inputs)
         num_samples = tf.convert_to_tensor(num_samples, tf.int32)
-        checks = [tf.debugging.assert_greater_equal(
-            num_samples, 1, message="num_samples must be >= 1")]
+        # Checked before any draw: past the limit, `num_samples + chunk - 1` below
+        # would also wrap around in int32 and end the loop early, silently.
+        samples_text = (f"`num_samples` must be an int in 1..{MAX_NUM_SAMPLES:,} (the limit "
+                        "of tfp_bnn.predict)")
+        rows = tf.cast(tf.shape(tf.nest.flatten(inputs)[0])[0], tf.int64) * chunk
+        checks = [
+            tf.debugging.assert_greater_equal(num_samples, 1, message=samples_text),
+            tf.debugging.assert_less_equal(num_samples, MAX_NUM_SAMPLES, message=samples_text),
+            tf.debugging.assert_less_equal(
+                rows, tf.constant(MAX_ROWS_PER_CALL, tf.int64),
+                message=f"the inputs tiled `samples_per_call` = {chunk:,} times must be at "
+                        f"most {MAX_ROWS_PER_CALL:,} rows per step: serve at most "
+                        f"{MAX_ROWS_PER_CALL // chunk:,} inputs per call")]
         if multiple > 1:  # a deep ensemble: whole rounds of its M members
             checks.append(tf.debugging.assert_equal(
                 num_samples % multiple, 0,
                 message=f"num_samples must be a multiple of {multiple} (the ensemble's members)"))
-        with tf.control_dependencies(checks):
-            steps = (num_samples + chunk - 1) // chunk
+        with tf.control_dependencies(checks):  # no draw or tiling runs before them
+            num_samples = tf.identity(num_samples)
+            inputs = tf.nest.map_structure(tf.identity, inputs)
+        steps = (num_samples + chunk - 1) // chunk
         first = chunk_terms(inputs, 0, num_samples)
         zeros = tf.zeros_like(first[0][0])
         state = ((tf.constant(0.0), zeros, zeros), zeros) if regression else (
@@ -208,7 +226,8 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     """Writes a SavedModel whose `serve` signature returns the Monte Carlo predictive.
 
     The endpoint takes the inputs and `num_samples` (an int32 scalar chosen
-    at call time) and runs the same chunked, loop-free sampling as
+    at call time, in 1..1,000,000 as in `tfp_bnn.predict`; outside it the
+    call raises `tf.errors.InvalidArgumentError` before any sample) and runs the same chunked, loop-free sampling as
     `tfp_bnn.predict`: chunks of `samples_per_call` weight samples inside a
     `tf.while_loop`, with running summaries, so memory does not grow with
     num_samples. It returns, per input:
@@ -238,7 +257,11 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
             `Categorical`, ...) is served through its distribution's mean
             and variance, or its class probabilities.
         noise_variance: homoscedastic noise variance for output="mean".
-        samples_per_call: weight samples per step of the loop.
+        samples_per_call: weight samples per step of the loop, at most
+            1,000,000 (the `num_samples` limit of `tfp_bnn.predict`) and as
+            many as the model's weight samples fit in half the machine's
+            memory; a call's inputs tiled this many times are at most
+            4,194,304 rows (the per-call limit of `tfp_bnn.predict`).
         input_signature: list of `tf.TensorSpec`; default: the model's inputs.
 
     Returns:

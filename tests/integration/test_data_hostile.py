@@ -10,6 +10,7 @@ legitimately look like.
 import os
 import re
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from tfp_bnn.data import UCIDataset
 from tfp_bnn.data import read_series_csv
 from tfp_bnn.data import read_table
+from tfp_bnn.data import _text_files
 from tfp_bnn.data import uci
 from zoo import cli
 from zoo.run import datasets
@@ -204,16 +206,68 @@ def test_a_directory_under_a_data_file_name_is_refused(tmp_path, name):
 
 def test_a_file_above_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
     directory = _uci_dir(tmp_path)
-    monkeypatch.setattr(uci, "max_file_bytes", lambda: 16)
+    monkeypatch.setattr(_text_files, "max_file_bytes", lambda: 16)
     size = (directory / "data.txt").stat().st_size
     with pytest.raises(ValueError, match=_expect(directory / "data.txt") + re.escape(
-            f"the file has {size} bytes, more than the 16 (a quarter of physical memory)")):
+            f"the file has {size} bytes, more than the 16 (a sixteenth of physical memory)")):
         UCIDataset(directory)
 
 
-def test_the_size_limit_is_a_quarter_of_physical_memory():
+def test_the_size_limit_is_a_sixteenth_of_physical_memory():
+    # Parsed, a file of one-digit rows takes 8 times its text: within half the memory.
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert uci.max_file_bytes() == memory // 4
+    assert _text_files.max_file_bytes() == memory // 16
+
+
+def _peak_bytes(function):
+    """What `function()` returns or raises, and the peak of Python allocations while it ran."""
+    tracemalloc.start()
+    try:
+        try:
+            result = function()
+        except (ValueError, MemoryError) as error:
+            result = error
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_line_over_1_mib_is_refused_after_reading_at_most_1_mib(tmp_path):
+    # 4 MB of numbers without a line break: split into fields it took ~22 times its
+    # size (a 100 MB one took 2.9 GB) before any check looked at it.
+    directory = _uci_dir(tmp_path)
+    (directory / "data.txt").write_text("1.5 " * 10**6)
+    error, peak = _peak_bytes(lambda: read_table(directory / "data.txt"))
+    assert isinstance(error, ValueError)
+    assert re.match(_expect(directory / "data.txt", line=1) + re.escape(
+        "longer than 1,048,576 bytes (1 MiB); a data file has one row per line (a file "
+        "without line breaks?)."), str(error)), error
+    assert peak < 3 * 2**20, peak
+
+
+def test_parsing_takes_memory_proportional_to_the_file(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("".join(f"{i % 97}.25 {i % 89}.5 {i % 7}\n" for i in range(200_000)))
+    size = path.stat().st_size  # 2.6 MB: 600,000 values of 4.3 bytes of text each
+    table, peak = _peak_bytes(lambda: read_table(path))
+    assert table.shape == (200_000, 3)
+    # 8 bytes per value and per line number (6.4 MB), the text read one line at a time.
+    assert peak < 1.1 * 8 * (table.size + len(table)) < 3 * size, (peak, size)
+
+
+def test_a_memory_error_while_reading_names_the_file(tmp_path, monkeypatch):
+    # Under a memory cap (ulimit -v) the CLI said "out of memory (MemoryError:
+    # MemoryError)", naming no file.
+    directory = _uci_dir(tmp_path)
+
+    def no_memory(field, where):
+        raise MemoryError()
+
+    monkeypatch.setattr(uci, "parse_number", no_memory)
+    size = (directory / "data.txt").stat().st_size
+    with pytest.raises(MemoryError, match=_expect(directory / "data.txt") + re.escape(
+            f"out of memory while reading the data file ({size:,} bytes)")):
+        UCIDataset(directory)
 
 
 # -- series CSV ----------------------------------------------------------------

@@ -34,6 +34,8 @@ COVERED_THROUGH = {
     "tfp_bnn/_export_files.py": ["test_export.py", "test_export_bad_input.py"],
     "tfp_bnn/_keras_archive.py": ["test_saving.py", "test_saving_hostile.py"],
     "tfp_bnn/_memory.py": ["predict/test_limits.py", "test_saving_hostile.py"],
+    "tfp_bnn/data/_text_files.py": ["data/test_uci.py", "data/test_uci_layout.py",
+                                    "integration/test_data_hostile.py"],
     "tfp_bnn/_predictive.py": ["predict/test_classification.py",
                                "predict/test_regression_prediction.py",
                                "test_export_distribution.py"],

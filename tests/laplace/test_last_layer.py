@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tfp_bnn
+from tfp_bnn import _memory
 from tfp_bnn.laplace import LastLayerLaplace
 from tfp_bnn.laplace.last_layer import _centred
 
@@ -178,3 +179,22 @@ def test_refusals_are_one_line_and_name_the_problem(classifier):
         LastLayerLaplace(two_calls)
     with pytest.raises(ValueError, match="one output, got 2"):
         LastLayerLaplace(keras.Model(inputs, [shared(inputs), shared(inputs)]))
+
+
+def test_a_hessian_that_cannot_fit_is_refused_before_fitting(monkeypatch):
+    # A 4,096 -> 1,000 last layer: "full" would be a 4,097,000^2 float64 matrix (134 TB);
+    # it was allocated in `fit` (numpy's MemoryError, or the kernel's OOM killer).
+    wide = keras.Sequential([keras.Input((4096,)), keras.layers.Dense(1000)])
+    with pytest.raises(ValueError, match=r"^The 'full' Hessian of the last Dense '.*' "
+                                         r"\(4,097 inputs x 1,000 outputs: 4,097,000x4,097,000 "
+                                         r"float64, held 4 times while it is built and "
+                                         r"decomposed\) would need .* GiB, over half of this "
+                                         r"machine's memory .*; use hessian='kron' or a smaller "
+                                         r"last layer\.$"):
+        LastLayerLaplace(wide, "regression", hessian="full")
+    # "kron" needs 4 * 8 * (4,097^2 + 1,000^2) bytes = 0.57 GB: refused on a 1 GiB machine.
+    assert LastLayerLaplace(wide, "regression", hessian="kron").hessian == "kron"
+    monkeypatch.setattr(_memory, "memory_bytes", lambda: 2**30)
+    with pytest.raises(ValueError, match=r"^The 'kron' Hessian .*4,097x4,097 and 1,000x1,000 "
+                                         r"float64.*; use a smaller last layer\.$"):
+        LastLayerLaplace(wide, "regression", hessian="kron")

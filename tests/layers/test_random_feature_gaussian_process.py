@@ -19,6 +19,7 @@ import tensorflow as tf
 from keras.src import testing
 
 import tfp_bnn
+from tfp_bnn import _memory
 from tfp_bnn.callbacks import ResetCovariance
 from tfp_bnn.layers import RandomFeatureGaussianProcess
 from tfp_bnn.layers import SpectralNormalization
@@ -272,6 +273,28 @@ def test_bad_arguments_raise_one_line_naming_them(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`") as error:
         RandomFeatureGaussianProcess(**{"units": 2, **kwargs})
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    ({"num_inducing": 10**6}, r"num_inducing=1,000,000 and units=2 would need 7\.45e\+03 GiB"),
+    ({"units": 10**12}, r"num_inducing=1,024 and units=1,000,000,000,000 would need"),
+])
+def test_sizes_whose_matrices_cannot_fit_are_refused_at_construction(kwargs, pattern):
+    with pytest.raises(ValueError, match=f"^A RandomFeatureGaussianProcess with {pattern}.*"
+                                         "over half of this machine's memory .*; use a smaller "
+                                         r"`num_inducing` or `units`\.$"):
+        RandomFeatureGaussianProcess(**{"units": 2, **kwargs})
+
+
+def test_input_features_enter_the_memory_check_at_build(monkeypatch):
+    # 1,024 * (2 * 1,024 + 2) float32 = 8.4 MB fit in half of 18 MiB (9.4 MB); with
+    # the 1,024 x 1,024 random projection of 1,024 input features (12.6 MB) they do not.
+    monkeypatch.setattr(_memory, "memory_bytes", lambda: 18 * 2**20)
+    layer = RandomFeatureGaussianProcess(2, num_inducing=1024)
+    with pytest.raises(ValueError, match=r"num_inducing=1,024 and units=2 on 1,024 input "
+                                         r"features would need"):
+        layer.build((None, 1024))
+    assert not layer.built and not hasattr(layer, "precision")
 
 
 def test_bad_inputs_and_mean_field_factor_raise():

@@ -106,3 +106,12 @@ def test_bad_arguments_raise_one_line_naming_them(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`") as error:
         SpectralNormalization(keras.layers.Dense(2), **kwargs)
     assert "\n" not in str(error.value)
+
+
+def test_power_iterations_over_the_cap_are_refused():
+    # The steps are unrolled into the traced training step: 10**7 never finished tracing.
+    with pytest.raises(ValueError, match=r"^`power_iterations` must be an int in 1\.\.1,000, "
+                                         r"got 10000000\.$"):
+        SpectralNormalization(keras.layers.Dense(2), power_iterations=10**7)
+    assert SpectralNormalization(keras.layers.Dense(2), power_iterations=1000).power_iterations \
+        == 1000

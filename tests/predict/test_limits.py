@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tfp_bnn
+from tfp_bnn import _memory
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import IndependentNormal
 from tfp_bnn.predict import engine
@@ -67,10 +68,10 @@ def test_static_output_size_enters_the_up_front_check(monkeypatch):
     """2 copies * T * N * D float64 values with D read from the model's output shape."""
     model = _model(units=64)
     needed = 2 * 100 * 8 * 32 * 8  # mean_log_variance: 32 means and 32 log variances
-    monkeypatch.setattr(limits, "memory_bytes", lambda: 2 * needed - 2)
+    monkeypatch.setattr(_memory, "memory_bytes", lambda: 2 * needed - 2)
     _refused_before_any_call(lambda: tfp_bnn.predict.regression(model, X, num_samples=100),
                              model, r"of shape \(2, 100, 8, 32\)")
-    monkeypatch.setattr(limits, "memory_bytes", lambda: 2 * needed)
+    monkeypatch.setattr(_memory, "memory_bytes", lambda: 2 * needed)
     assert tfp_bnn.predict.regression(model, X, num_samples=100).mean.shape == (8, 32)
 
 
@@ -92,7 +93,7 @@ def test_tiled_rows_per_call_over_the_limit_are_refused():
 
 def test_tiled_inputs_too_large_for_memory_are_refused(monkeypatch):
     model = _model()
-    monkeypatch.setattr(limits, "memory_bytes", lambda: 2 * 4096)  # 4 KiB usable
+    monkeypatch.setattr(_memory, "memory_bytes", lambda: 2 * 4096)  # 4 KiB usable
     # 100 samples * 8 inputs * 3 float32 = 9,600 bytes of tiled inputs per call.
     _refused_before_any_call(
         lambda: tfp_bnn.predict.classification(model, X, num_samples=100, samples_per_call=100),

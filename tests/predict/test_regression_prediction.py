@@ -84,3 +84,44 @@ def test_rescale_maps_to_data_units():
     assert scaled.log_likelihood([15.0])[0] == pytest.approx(
         pred.log_likelihood([2.5])[0] - math.log(2.0), rel=1e-12)
     assert scaled.rmse([16.0]) == pytest.approx(2 * pred.rmse([3.0]))
+
+
+def _mixture(num_samples, count, seed=0):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(num_samples, count, 1))
+    variances = rng.uniform(0.1, 2.0, size=(num_samples, count, 1))
+    return means, variances
+
+
+def test_coverage_from_the_cdf_equals_coverage_from_the_interval():
+    means, variances = _mixture(300, 40)
+    pred = RegressionPrediction(means, variances)
+    lower, upper = pred.interval(0.9)
+    # Targets just inside and just outside both bounds, and spread ones.
+    y = np.concatenate([lower[:10] + 1e-9, lower[10:20] - 1e-9, upper[20:30] - 1e-9,
+                        np.linspace(-3, 3, 10)[:, None]])
+    inside = (y >= lower) & (y <= upper)
+    assert inside[:30].ravel().tolist() == [True] * 10 + [False] * 10 + [True] * 10
+    assert pred.coverage(y, 0.9) == np.mean(inside)
+
+
+def test_scoring_temporaries_do_not_grow_with_the_samples(monkeypatch):
+    """The per-sample math runs over chunks: `python -m zoo evaluate --samples 1000000`
+    on 31 rows held 3.4 GB and ran 120 CDF passes over all T * N values for coverage."""
+    import tracemalloc  # noqa: PLC0415 - this test only
+
+    from tfp_bnn.predict import regression_prediction  # noqa: PLC0415
+
+    monkeypatch.setattr(regression_prediction, "CHUNK_VALUES", 2**14, raising=False)
+    means, variances = _mixture(20_000, 31)  # 620,000 values: 5 MB per array
+    y = np.zeros((31, 1))
+    tracemalloc.start()
+    try:
+        pred = RegressionPrediction(means, variances)
+        pred.log_likelihood(y)
+        pred.coverage(y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # A chunk's temporaries are 2**14 float64 (128 KiB) each; a [T, N] one is 5 MB.
+    assert peak < means.nbytes / 4, peak

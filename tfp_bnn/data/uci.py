@@ -6,147 +6,43 @@ test RMSE and log-likelihood in the target's original units. This module
 holds each step; `zoo.cli` strings them together.
 
 Every data file is read by the same strict rules (`text_lines`,
-`parse_number`): a regular UTF-8 file no larger than a quarter of physical
-memory, plain ASCII decimal numbers, each finite and within float32's range
-(about 3.4e38), since models train in float32.
+`parse_number`, in `tfp_bnn.data._text_files`): a regular UTF-8 file no
+larger than a sixteenth of physical memory, lines of at most 1 MiB, plain
+ASCII decimal numbers, each finite and within float32's range (about
+3.4e38), since models train in float32.
 """
 
 import array
-import errno
 import os
 import pathlib
 import re
-import stat
 from importlib import resources
 
 import numpy as np
 
 from tfp_bnn import _validation as check
-from tfp_bnn._memory import memory_bytes
+# The file-reading rules live in _text_files; `timeseries` imports the first
+# four (ASCII_SPACE, first_beyond_float32, parse_number, text_lines) from here.
+from tfp_bnn.data._text_files import ASCII_SPACE
+from tfp_bnn.data._text_files import first_beyond_float32  # noqa: F401 - re-exported
+from tfp_bnn.data._text_files import naming_file_on_memory_error
+from tfp_bnn.data._text_files import parse_number
+from tfp_bnn.data._text_files import text_lines
 
 CONCRETE_NUM_FEATURES = 8
-# Models train in float32: a larger magnitude would turn into inf there.
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-# A number as a data file writes it: sign, digits with an optional decimal
-# point (or a leading one), exponent. ASCII only: Python's float() also takes
-# "1_0", full-width digits, "nan" and "infinity", none of which a data file
-# means as a number.
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
-# Fields are separated by ASCII whitespace only: a no-break or full-width
-# space inside a field makes it fail as a number instead of splitting it.
-ASCII_SPACE = " \t\r\n\f\v"
+# Fields are separated by ASCII whitespace only (see `_text_files.ASCII_SPACE`).
 _SEPARATOR = re.compile(r"[ \t\r\n\f\v]+")
-_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-_OPEN_ERRORS = {errno.ENOENT: "no such file", errno.EISDIR: "is a directory, not a file",
-                errno.EACCES: "permission denied", errno.ENOTDIR: "a parent is not a directory",
-                errno.ELOOP: "too many levels of symbolic links"}
-
-
-def shown(field: str, limit: int = 40) -> str:
-    """repr of a field for an error message, cut to `limit` characters."""
-    return repr(field if len(field) <= limit else field[:limit - 3] + "...")
-
-
-def max_file_bytes():
-    """Largest file the loaders read: a quarter of physical memory.
-
-    Parsed rows need about as many bytes as their text; the limit leaves
-    room for the copies that standardisation and training make.
-    """
-    return memory_bytes() // 4
-
-
-def check_regular_file(path) -> os.stat_result:
-    """Stats `path` and refuses anything but a regular file of bounded size.
-
-    Runs before the file is opened: opening a FIFO blocks until a writer
-    appears, i.e. forever. Symbolic links to regular files are followed.
-
-    Raises:
-        ValueError: naming the file, for a missing path, a directory, FIFO,
-            device or socket, or a file above `max_file_bytes()`.
-    """
-    path = os.fspath(path)
-    try:
-        info = os.stat(path)
-    except OSError as error:
-        reason = _OPEN_ERRORS.get(error.errno, error.strerror)
-        raise ValueError(f"{path}: cannot read the data file ({reason}).") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ValueError(f"{path}: cannot read the data file (is a directory, not a file).")
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)),
-                    "not a regular file")
-        raise ValueError(f"{path}: cannot read the data file (is {kind}, not a regular file).")
-    limit = max_file_bytes()
-    if info.st_size > limit:
-        raise ValueError(f"{path}: the file has {info.st_size} bytes, more than the "
-                         f"{limit} (a quarter of physical memory) a data file may have.")
-    return info
-
-
-def text_lines(path):
-    """Yields (1-based line number, line) of a regular UTF-8 text file.
-
-    A UTF-8 byte-order mark at the start is dropped; lines end in LF or CRLF.
-
-    Raises:
-        ValueError: naming the file for a path that `check_regular_file`
-            refuses or that cannot be opened, and the line for bytes that
-            are not UTF-8 text or a carriage return inside a line.
-    """
-    path = os.fspath(path)
-    check_regular_file(path)
-    # O_NONBLOCK: should the path be swapped for a FIFO after the check, the
-    # open returns at once and the fstat below refuses it.
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        descriptor = os.open(path, flags)
-    except OSError as error:
-        reason = _OPEN_ERRORS.get(error.errno, error.strerror)
-        raise ValueError(f"{path}: cannot read the data file ({reason}).") from None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise ValueError(f"{path}: cannot read the data file (not a regular file).")
-    with os.fdopen(descriptor, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}, line {line_number}: not UTF-8 text (a binary or "
-                                 "corrupted file?).") from None
-            if "\r" in line.rstrip("\r\n"):
-                raise ValueError(f"{path}, line {line_number}: a carriage return inside the "
-                                 "line (old Mac line endings?); lines must end in LF or CRLF.")
-            yield line_number, line
-
-
-def parse_number(field: str, where: str) -> float:
-    """One number of a data file as a float; `where` (file, line...) starts any error.
-
-    Accepts ASCII decimal notation: `-2`, `.5`, `+3.`, `1e-3`, `1E+05`.
-
-    Raises:
-        ValueError: for anything else (`1_0`, full-width digits, `0x1A`,
-            `1,5`), NaN or inf, and a magnitude above float32's maximum.
-    """
-    if not _NUMBER.fullmatch(field):
-        if _NON_FINITE.fullmatch(field):
-            raise ValueError(f"{where}: {shown(field)} is not a finite number.")
-        raise ValueError(f"{where}: {shown(field)} is not a number.")
-    value = float(field)
-    if not abs(value) <= FLOAT32_MAX:
-        raise ValueError(f"{where}: {shown(field)} is beyond float32's range (magnitude at "
-                         f"most {FLOAT32_MAX:.4g}).")
-    return value
 
 
 def read_table_lines(path, num_columns=None):
     """`read_table`, plus the 1-based line number of each row (an int64 array)."""
     path = os.fspath(path)
     num_columns = check.integer("num_columns", num_columns, allow_none=True)
+    with naming_file_on_memory_error(path):
+        return _read_table_lines(path, num_columns)
+
+
+def _read_table_lines(path, num_columns):
     # array.array holds 8 bytes a value, where lists of Python floats take 32.
     values, lines = array.array("d"), array.array("q")
     for line_number, line in text_lines(path):
@@ -190,9 +86,10 @@ def read_table(path, num_columns=None):
         ValueError: naming the file and the 1-based line number (and column),
             for a line with the wrong number of columns, a field that is not
             a number, a NaN/inf value or one beyond float32's range
-            (|value| > 3.4e38), or bytes that are not text; naming the file
-            for a missing, non-regular (FIFO, device, directory), oversized
-            or unreadable file or one without any row.
+            (|value| > 3.4e38), a line over 1 MiB, or bytes that are not
+            text; naming the file for a missing, non-regular (FIFO, device,
+            directory), oversized or unreadable file or one without any row.
+        MemoryError: naming the file, if its rows do not fit in memory.
 
     Example:
     >>> table = read_table(tfp_bnn.data.concrete_path(), num_columns=9)
@@ -200,12 +97,6 @@ def read_table(path, num_columns=None):
     (1030, 9)
     """
     return read_table_lines(path, num_columns)[0]
-
-
-def first_beyond_float32(values):
-    """Index tuple of the first entry of `values` that is NaN or beyond float32's range."""
-    bad = ~(np.abs(values) <= FLOAT32_MAX)
-    return tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None
 
 
 def concrete_path():

@@ -30,12 +30,12 @@ import re
 import numpy as np
 
 from tfp_bnn import _validation as check
-from tfp_bnn.data.uci import ASCII_SPACE
+from tfp_bnn.data._text_files import ASCII_SPACE
 from tfp_bnn.data.uci import Standardizer
-from tfp_bnn.data.uci import first_beyond_float32
+from tfp_bnn.data._text_files import first_beyond_float32
 from tfp_bnn.data.uci import read_table_lines
-from tfp_bnn.data.uci import shown
-from tfp_bnn.data.uci import text_lines
+from tfp_bnn.data._text_files import shown
+from tfp_bnn.data._text_files import text_lines
 from tfp_bnn.data.uci import train_test_split
 
 _SPLIT_FILE = re.compile(r"index_(train|test)_([0-9]+)\.txt")

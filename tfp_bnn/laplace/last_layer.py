@@ -22,6 +22,7 @@ import keras
 import numpy as np
 
 from tfp_bnn import _validation as check
+from tfp_bnn._memory import check_bytes
 from tfp_bnn.laplace import curvature
 from tfp_bnn.laplace.laplace_dense import LaplaceDense
 
@@ -69,6 +70,32 @@ def last_dense(model):
     return layer
 
 
+# Float64 matrices of the Hessian's size held at once: "full" keeps H while the
+# update builds Z^T Z, then eigh holds the symmetrised copy and the eigenvectors;
+# "kron" the same for each of its two factors.
+HESSIAN_COPIES = 4
+
+
+def _check_hessian_memory(hessian, num_params_in, num_outputs, name):
+    """Refuses a last layer whose Hessian cannot fit, from its shape alone (before fitting).
+
+    "full" is [P K, P K], "kron" the factors [P, P] and [K, K], float64, held
+    `HESSIAN_COPIES` times; P = D (+ 1 with a bias) inputs, K outputs.
+    """
+    if hessian == "full":
+        entries, shape = (num_params_in * num_outputs) ** 2, "x".join(
+            [f"{num_params_in * num_outputs:,}"] * 2)
+    else:
+        entries = num_params_in**2 + num_outputs**2
+        shape = f"{num_params_in:,}x{num_params_in:,} and {num_outputs:,}x{num_outputs:,}"
+    check_bytes(HESSIAN_COPIES * 8 * entries,
+                f"The {hessian!r} Hessian of the last Dense '{name}' ({num_params_in:,} "
+                f"inputs x {num_outputs:,} outputs: {shape} float64, held "
+                f"{HESSIAN_COPIES} times while it is built and decomposed)",
+                "use hessian='kron' or a smaller last layer" if hessian == "full"
+                else "use a smaller last layer")
+
+
 def _inputs(model):
     """The model's inputs in its own structure (one tensor for a single input)."""
     inputs = list(model.inputs)
@@ -105,6 +132,9 @@ class LastLayerLaplace:
         likelihood: "classification" (softmax over the K outputs, labels int [N] or one-hot
             [N, K]) or "regression" (Gaussian, the K outputs are means, targets [N, K] or [N]).
         hessian: "full" (the GGN over all (D + 1) * K weights) or "kron" (KFAC).
+            Its float64 matrices ([(D + 1) K]^2 entries for "full", (D + 1)^2 + K^2
+            for "kron"), 4 times over while they are built and decomposed, must
+            fit in half the machine's memory: checked here, before any fit.
         prior_precision: lambda > 0 of the prior N(0, I / lambda) on the last layer's weights.
         noise_variance: regression sigma^2 > 0, or None to estimate it in `fit` from the
             training residuals (maximum likelihood).
@@ -142,6 +172,9 @@ class LastLayerLaplace:
             raise ValueError(f"The last Dense '{self.layer.name}' has activation {activation!r}; "
                              f"likelihood={likelihood!r} needs one of "
                              f"{list(_ACTIVATIONS[likelihood])}.")
+        kernel_shape = tuple(int(d) for d in self.layer.kernel.shape)
+        _check_hessian_memory(self.hessian, kernel_shape[0] + bool(self.layer.use_bias),
+                             kernel_shape[1], self.layer.name)
         self.features = keras.Model(_inputs(model), self.layer.input)
         self.eigenbasis = self.log_likelihood = self.map = None
 

@@ -8,6 +8,7 @@ from keras import ops
 
 from tfp_bnn import _validation
 from tfp_bnn import noise
+from tfp_bnn._memory import check_bytes
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers._tracing import sample_context
 
@@ -112,7 +113,10 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
 
     Args:
         units: positive int, the number of outputs (logits or means).
-        num_inducing: positive int D, the number of random features.
+        num_inducing: positive int D, the number of random features. The D x D
+            precision matrix and its Cholesky factor, with the output and
+            projection weights, must fit in half the machine's memory
+            (checked here and at `build`); each factorisation costs O(D^3).
         lengthscale: float > 0, the RBF kernel's length scale.
         normalize_input: apply a `keras.layers.LayerNormalization` to the inputs first.
         likelihood: "regression" (Hessian weights 1) or "classification" (p (1 - p)).
@@ -172,10 +176,25 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         # The dtype of the layer's arithmetic and of P: float64 under a float64 policy,
         # float32 otherwise (mixed precision included).
         self.work_dtype = "float64" if self.variable_dtype == "float64" else "float32"
+        self._check_memory()
         self.input_normalization = (keras.layers.LayerNormalization(dtype=self.work_dtype)
                                     if self.normalize_input else None)
         self.sampling = self.add_weight(name="sampling", shape=(), dtype="float32",
                                         initializer="ones", trainable=False)
+
+    def _check_memory(self, features=0):
+        """Refuses sizes whose matrices cannot fit, before any is allocated.
+
+        P and its Cholesky factor are D x D, the output weights D x units and
+        the random projection features x D, in `work_dtype` (`features` is
+        known at `build`).
+        """
+        size = self.num_inducing * (2 * self.num_inducing + self.units + features)
+        on = f" on {features:,} input features" if features else ""
+        check_bytes(size * (8 if self.work_dtype == "float64" else 4),
+                    f"A RandomFeatureGaussianProcess with num_inducing={self.num_inducing:,} "
+                    f"and units={self.units:,}{on}",
+                    "use a smaller `num_inducing` or `units`")
 
     def _seeded(self, offset):
         return None if self.seed is None else self.seed + offset
@@ -184,6 +203,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         if len(input_shape) != 2 or input_shape[-1] is None:
             raise ValueError(f"RandomFeatureGaussianProcess needs inputs [batch, features] "
                              f"with known features, got shape {tuple(input_shape)}.")
+        self._check_memory(int(input_shape[-1]))
         if self.input_normalization is not None:
             self.input_normalization.build(input_shape)
         features = self.num_inducing

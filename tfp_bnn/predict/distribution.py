@@ -113,6 +113,9 @@ class DistributionPrediction(RegressionPrediction):
         peak = log_p.max(axis=0)
         return peak + np.log(np.mean(np.exp(log_p - peak), axis=0))
 
+    def _gaussian(self):
+        return all(_is_normal(d) for *_, d in self.sample_distributions)
+
     def interval(self, level=0.95):
         """Central `level` prediction interval of the predictive mixture, per point.
 
@@ -122,7 +125,7 @@ class DistributionPrediction(RegressionPrediction):
         Returns:
             (lower, upper), arrays [N, D].
         """
-        if all(_is_normal(d) for *_, d in self.sample_distributions):
+        if self._gaussian():
             return super().interval(level)
         level = check.number("level", level, 0, 1, low_open=True, high_open=True)
         per_sample = math.ceil(_INTERVAL_DRAWS / self.num_samples)

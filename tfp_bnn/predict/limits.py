@@ -5,7 +5,7 @@ checked together by `plan` (once per prediction, through
 `engine.prepare`); the [T, N, ...] results a front end keeps are checked
 by `check_results` before the first model call (with the model's static
 output size) and by `check_storage` on the first chunk (exact size).
-Memory is bounded by half the machine's physical memory.
+Memory is bounded by half the machine's physical memory (`_memory.check_bytes`).
 """
 
 import math
@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn import _validation as check
-from tfp_bnn._memory import memory_bytes
+from tfp_bnn._memory import check_bytes
 
 DEFAULT_BATCH_SIZE = 1024
 DEFAULT_MAX_ROWS = 16384
@@ -42,12 +42,18 @@ def sample_chunks(num_samples, samples_per_call, multiple=1):
         yield multiple * (base + 1 if index < extra else base)
 
 
-def check_bytes(needed, what, advice="use a smaller `num_samples` or fewer inputs"):
-    """Raises ValueError if `needed` bytes are over half the machine's memory."""
-    limit = memory_bytes() // 2
-    if needed > limit:
-        raise ValueError(f"{what} would need {needed / 2**30:.3g} GiB, over half of this "
-                         f"machine's memory ({limit / 2**30:.3g} GiB); {advice}.")
+def check_draws(layers, samples_per_call, name="samples_per_call"):
+    """Raises ValueError if `samples_per_call` weight samples of `layers` cannot fit in memory.
+
+    One traced call holds a sample of every weight of the model's variational
+    `layers` per sample; their variables (means and scales alike, so an upper
+    bound within a factor of about 2) give the bytes of one sample.
+    """
+    per_sample = sum(math.prod(int(d) for d in weight.shape) * np.dtype(weight.dtype).itemsize
+                     for layer in layers for weight in layer.weights)
+    check_bytes(samples_per_call * per_sample,
+                f"{samples_per_call:,} weight samples per call of the model's variational "
+                "layers", f"pass a smaller `{name}`")
 
 
 def check_storage(shape, dtype, what):
@@ -58,7 +64,8 @@ def check_storage(shape, dtype, what):
     out-of-memory killer.
     """
     shape = tuple(int(d) for d in shape)
-    check_bytes(math.prod(shape) * np.dtype(dtype).itemsize, f"{what} of shape {shape}")
+    check_bytes(math.prod(shape) * np.dtype(dtype).itemsize, f"{what} of shape {shape}",
+                "use a smaller `num_samples` or fewer inputs")
 
 
 def static_output_size(model):

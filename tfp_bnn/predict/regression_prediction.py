@@ -19,6 +19,19 @@ def _log_normal(y, mean, variance):
     return -0.5 * (math.log(2 * math.pi) + np.log(variance) + np.square(y - mean) / variance)
 
 
+# Samples per pass of the per-sample math (log densities, CDFs, squared deviations):
+# each [chunk, N, ...] temporary stays near 2**20 float64 values (8 MiB), so scoring
+# T = 10**6 samples needs little beyond the samples themselves.
+CHUNK_VALUES = 2**20
+
+
+def _sample_slices(num_samples, values_per_sample):
+    """Slices of the sample axis, each about CHUNK_VALUES values of a [T, N, ...] array."""
+    step = max(1, CHUNK_VALUES // max(1, values_per_sample))
+    for start in range(0, num_samples, step):
+        yield slice(start, start + step)
+
+
 def _normal_cdf(z):
     # erfc keeps the lower tail accurate, where 1 + erf(z) would cancel.
     z = tf.constant(z, tf.float64)
@@ -60,22 +73,26 @@ class RegressionPrediction:
             variances = np.zeros_like(means)
         else:
             variances = np.asarray(sample_variances, dtype=np.float64)
-            try:
-                variances = np.broadcast_to(variances, means.shape)
-            except ValueError:
-                raise ValueError(
-                    f"`sample_variances` of shape {variances.shape} does not match "
-                    f"`sample_means` of shape {means.shape}."
-                ) from None
+            if variances.shape != means.shape:  # else no copy: T x N arrays can be large
+                try:
+                    variances = np.array(np.broadcast_to(variances, means.shape))
+                except ValueError:
+                    raise ValueError(
+                        f"`sample_variances` of shape {variances.shape} does not match "
+                        f"`sample_means` of shape {means.shape}."
+                    ) from None
         if not np.all(np.isfinite(means)):
             raise ValueError("`sample_means` contains NaN or infinite values.")
         if not np.all(np.isfinite(variances)) or np.any(variances < 0):
             raise ValueError("`sample_variances` must be finite and >= 0.")
         self.sample_means = means
-        self.sample_variances = np.array(variances)
+        self.sample_variances = variances
         self.mean = means.mean(axis=0)
         # Two-pass variance: no cancellation when the spread is small against the mean.
-        self.epistemic_variance = np.square(means - self.mean).mean(axis=0)
+        squares = np.zeros_like(self.mean)
+        for part in self._slices():
+            squares += np.square(means[part] - self.mean).sum(axis=0)
+        self.epistemic_variance = squares / means.shape[0]
         self.aleatoric_variance = self.sample_variances.mean(axis=0)
         self.total_variance = self.epistemic_variance + self.aleatoric_variance
         self.stddev = np.sqrt(self.total_variance)
@@ -83,6 +100,9 @@ class RegressionPrediction:
     @property
     def num_samples(self):
         return self.sample_means.shape[0]
+
+    def _slices(self):
+        return _sample_slices(self.num_samples, math.prod(self.sample_means.shape[1:]))
 
     def summaries(self):
         """The `REGRESSION_SUMMARIES` dict ("mean", "stddev", ...) `export_predictive` serves.
@@ -112,8 +132,9 @@ class RegressionPrediction:
         scale = np.asarray(scale, dtype=np.float64)
         if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
             raise ValueError(f"`scale` must be finite and > 0, got {scale!r}.")
-        return RegressionPrediction(shift + scale * self.sample_means,
-                                    np.square(scale) * self.sample_variances)
+        means = scale * self.sample_means
+        means += shift  # in place: one new [T, N, ...] array per rescaled sample set
+        return RegressionPrediction(means, np.square(scale) * self.sample_variances)
 
     def _targets(self, y):
         try:
@@ -154,11 +175,18 @@ class RegressionPrediction:
                 "The predictive has zero noise variance, so targets have no density; "
                 "predict with a noise variance (`noise_variance=` for a mean-only model)."
             )
-        log_densities = _log_normal(y, self.sample_means, self.sample_variances)
-        if log_densities.ndim > 2:
-            log_densities = log_densities.reshape(log_densities.shape[:2] + (-1,)).sum(-1)
-        peak = log_densities.max(axis=0)
-        return peak + np.log(np.mean(np.exp(log_densities - peak), axis=0))
+        peak = total = None
+        for part in self._slices():  # a running log-sum-exp over chunks of samples
+            log_densities = _log_normal(y, self.sample_means[part], self.sample_variances[part])
+            if log_densities.ndim > 2:
+                log_densities = log_densities.reshape(log_densities.shape[:2] + (-1,)).sum(-1)
+            chunk_peak = log_densities.max(axis=0)
+            new_peak = chunk_peak if peak is None else np.maximum(peak, chunk_peak)
+            chunk_total = np.exp(log_densities - new_peak).sum(axis=0)
+            total = chunk_total if total is None else total * np.exp(peak - new_peak) \
+                + chunk_total
+            peak = new_peak
+        return peak + np.log(total / self.num_samples)
 
     def rmse(self, y):
         """Root mean squared error of the predictive mean (over points and outputs).
@@ -191,24 +219,36 @@ class RegressionPrediction:
         if not np.any(self.sample_variances > 0):
             return (np.quantile(self.sample_means, low_q, axis=0),
                     np.quantile(self.sample_means, high_q, axis=0))
-        sd = np.sqrt(self.sample_variances)
-        reach = 40 * sd.max(axis=0) + 1e-300
+        reach = 40 * np.sqrt(self.sample_variances.max(axis=0)) + 1e-300
         low0 = self.sample_means.min(axis=0) - reach
         high0 = self.sample_means.max(axis=0) + reach
-        return self._quantile(low_q, low0, high0, sd), self._quantile(high_q, low0, high0, sd)
+        return self._quantile(low_q, low0, high0), self._quantile(high_q, low0, high0)
 
-    def _quantile(self, q, low, high, sd):
-        means = self.sample_means
+    def _gaussian(self):
+        """Whether the predictive is the Gaussian mixture of the sampled means and variances."""
+        return True
+
+    def _mixture_cdf(self, y):
+        """(1/T) sum_t Phi((y - mu_t) / sigma_t) at `y` (shaped like `mean`), over chunks of T.
+
+        A zero-variance sample is a step at its mean.
+        """
+        total = np.zeros(self.mean.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(60):
-                mid = 0.5 * (low + high)
-                z = (mid - means) / sd
-                # A zero-variance sample is a step at its mean.
-                cdf_t = np.where(sd > 0, _normal_cdf(np.where(sd > 0, z, 0.0)),
-                                 (mid >= means).astype(np.float64))
-                below = cdf_t.mean(axis=0) < q
-                low = np.where(below, mid, low)
-                high = np.where(below, high, mid)
+            for part in self._slices():
+                means = self.sample_means[part]
+                sd = np.sqrt(self.sample_variances[part])
+                z = (y - means) / sd
+                total += np.where(sd > 0, _normal_cdf(np.where(sd > 0, z, 0.0)),
+                                  (y >= means).astype(np.float64)).sum(axis=0)
+        return total / self.num_samples
+
+    def _quantile(self, q, low, high):
+        for _ in range(60):
+            mid = 0.5 * (low + high)
+            below = self._mixture_cdf(mid) < q
+            low = np.where(below, mid, low)
+            high = np.where(below, high, mid)
         return 0.5 * (low + high)
 
     def coverage(self, y, level=0.95):
@@ -222,6 +262,13 @@ class RegressionPrediction:
             A float in [0, 1]; about `level` for a calibrated model.
         """
         y = self._targets(y)
+        if self._gaussian() and np.all(self.sample_variances > 0):
+            # The CDF is continuous and increasing: y is inside the interval exactly
+            # when its CDF is within the two levels. One pass over the samples instead
+            # of the 120 of the interval's bisections (T = 10**6 took minutes).
+            level = check.number("level", level, 0, 1, low_open=True, high_open=True)
+            cdf = self._mixture_cdf(y)
+            return float(np.mean((cdf >= (1 - level) / 2) & (cdf <= (1 + level) / 2)))
         lower, upper = self.interval(level)
         return float(np.mean((y >= lower) & (y <= upper)))
 

@@ -39,6 +39,7 @@ import numpy as np
 from tfp_bnn import _validation as check
 from tfp_bnn.data import Standardizer
 from tfp_bnn.data import steps_per_epoch
+from tfp_bnn.predict import limits
 from zoo.run import scoring
 from zoo.run.candidates import CANDIDATES
 from zoo.run.candidates import Candidate
@@ -281,7 +282,9 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         y_test: raw test targets, or None (given exactly when `x_test` is).
         seed: int >= 0: the validation cut, initial weights, noise and shuffling.
         budget_minutes: wall-time cap of the search and refit, in minutes.
-        num_samples: T, Monte Carlo samples of the test predictive.
+        num_samples: T, Monte Carlo samples of the test predictive (at most
+            1,000,000, as in `tfp_bnn.predict`; checked with the test rows'
+            storage before the search starts).
         verbose: print one line per trial.
         candidates: `Candidate`s, best first (default `CANDIDATES`).
 
@@ -302,7 +305,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
     >>> prediction.mean.shape
     (2, 1)
     """
-    num_samples = check.integer("num_samples", num_samples)
+    num_samples = check.integer("num_samples", num_samples, maximum=limits.MAX_NUM_SAMPLES)
     x, y, *_ = _check_search(x_train, y_train, seed, budget_minutes, candidates,
                              VALIDATION_FRACTION)
     if (x_test is None) != (y_test is None):
@@ -313,6 +316,10 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
             raise ValueError(f"`x_test` has {x_test.shape[1]} columns, `x_train` "
                              f"{x.shape[1]}.")
         y_test = _table("y_test", y_test, rows=len(x_test), target=True)
+        # The test predictive keeps T x N sampled means and variances: refused now,
+        # not after the search and the refit.
+        limits.check_storage((2, num_samples, len(x_test)), np.float64,
+                             "The test predictive's sampled means and variances")
     selection = select(x, y, seed, budget_minutes, candidates, verbose=verbose)
     chosen = selection.candidate
     x_scaler, y_scaler = Standardizer().fit(x), Standardizer().fit(y)

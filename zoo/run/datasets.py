@@ -180,7 +180,7 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
         ValueError: unknown name or missing path, split out of range, or a
             malformed file (named with its line by the loaders: numbers must
             be ASCII decimals within float32's range, and a FIFO, device or
-            file above a quarter of physical memory is refused unopened).
+            file above a sixteenth of physical memory is refused unopened).
     """
     split, seed = _check_split(split, seed)
     if not isinstance(dataset, (str, pathlib.Path)) or not str(dataset):

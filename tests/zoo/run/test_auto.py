@@ -161,10 +161,28 @@ def test_bad_search_arguments_are_refused_in_one_line_before_any_training(argume
     ({"x_test": X_TEST}, "`x_test` and `y_test` go together"),
     ({"x_test": X_TEST[:, :2], "y_test": Y_TEST}, "`x_test` has 2 columns, `x_train` 3"),
     ({"x_test": X_TEST, "y_test": Y_TEST[:3]}, "`y_test` has 3 rows"),
-    ({"num_samples": 0}, "`num_samples` must be a positive int"),
+    ({"num_samples": 0}, "`num_samples` must be an int in 1..1,000,000, got 0"),
     ({"budget_minutes": -1.0}, "`budget_minutes`"),
 ])
 def test_bad_auto_arguments_are_refused_in_one_line(arguments, message):
+    with pytest.raises(ValueError, match=message) as error:
+        auto.auto(X, Y, candidates=TINY, **arguments)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"num_samples": 10**7}, r"`num_samples` must be an int in 1\.\.1,000,000, got 10000000"),
+    # 2 * 10**6 * 10**5 float64 sampled means and variances: 1.6 TB.
+    ({"num_samples": 10**6, "x_test": np.zeros((10**5, 3)), "y_test": np.zeros(10**5)},
+     r"The test predictive's sampled means and variances of shape \(2, 1000000, 100000\) "
+     r"would need .* GiB, over half of this machine's memory"),
+])
+def test_sizes_are_refused_before_the_search(monkeypatch, arguments, message):
+    # They were refused only when the refitted model predicted, after the whole search.
+    def no_search(*args, **kwargs):
+        raise AssertionError("the search started")
+
+    monkeypatch.setattr(auto, "select", no_search)
     with pytest.raises(ValueError, match=message) as error:
         auto.auto(X, Y, candidates=TINY, **arguments)
     assert "\n" not in str(error.value)
