@@ -104,7 +104,7 @@ def check(path, finished="results.json", ignore=(WORKERS,)):
     Refused (ValueError, one line): a file that is not a directory; a
     directory another `train` holds; one with a finished run (`finished`
     exists); a non-empty one without the marker; one with names the marker
-    does not list. `ignore`: names that never count (the workers' directory).
+    does not list, or a symbolic link under a listed name. `ignore`: names that never count (the workers' directory).
     """
     path = os.path.abspath(os.fspath(path))
     if os.path.lexists(path) and not os.path.isdir(path):
@@ -132,6 +132,13 @@ def check_contents(path, finished="results.json", ignore=(WORKERS,)):
     if foreign:
         raise ValueError(f"--out {path!r} holds files the zoo did not write ({foreign[:3]}); "
                          "move them away or choose another directory.")
+    # The zoo makes no symbolic links: one under a listed name was put there
+    # by someone else, and following it would write or delete outside `path`.
+    linked = [name for name in present if os.path.islink(os.path.join(path, name))]
+    if linked:
+        raise ValueError(f"--out {path!r}: {linked[0]!r} is a symbolic link the zoo did not "
+                         "make; the zoo does not follow links out of its run directory: "
+                         "remove the link or choose another directory.")
     return listed
 
 

@@ -125,7 +125,8 @@ def _fit(model, task, config, workdir, strategy_object):
     backup = distribute.backup_callback(workdir, strategy_object,
                                         fingerprint=run_fingerprint.fingerprint(config, task),
                                         delete_checkpoint=False,
-                                        save_interval=config["checkpoint_seconds"])
+                                        save_interval=config["checkpoint_seconds"],
+                                        shared_files=auto.CHECKPOINT_FILES)
     first = backup.restored_epoch()
     if first >= epochs:  # killed after training, before the results were written
         backup.restore(model)

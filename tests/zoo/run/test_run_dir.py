@@ -147,6 +147,35 @@ def test_a_file_the_marker_does_not_list_is_never_replaced(interrupted, capsys):
     assert _snapshot(out) == before
 
 
+def _users_checkpoints(root):
+    folder = root / "ckpts"
+    folder.mkdir()
+    for name in ("epoch-1.weights.h5", "best.weights.h5", "notes.txt"):
+        (folder / name).write_bytes(b"the user's " + name.encode())
+    return folder
+
+
+def test_a_backup_replaced_by_a_symlink_is_refused_and_its_target_kept(interrupted, capsys):
+    # `ln -s ~/ckpts run/.backup` between the interrupted run and its rerun:
+    # the rerun would have deleted every *.weights.h5 in ~/ckpts.
+    out = interrupted
+    folder = _users_checkpoints(out.parent)
+    shutil.rmtree(out / ".backup")
+    (out / ".backup").symlink_to(folder)
+    before, theirs = _snapshot(out), _snapshot(folder)
+    _refused(_argv(out, epochs=3), capsys, "'.backup' is a symbolic link the zoo did not make")
+    assert _snapshot(out) == before and _snapshot(folder) == theirs
+
+
+def test_a_file_put_into_the_backup_is_refused_untouched(interrupted, capsys):
+    out = interrupted
+    (out / ".backup" / "best.weights.h5").write_bytes(b"the user's")
+    before = _snapshot(out)
+    _refused(_argv(out, epochs=3), capsys, "holds files the checkpoint did not write "
+                                           "(['best.weights.h5'])")
+    assert _snapshot(out) == before
+
+
 def test_a_file_dropped_in_during_the_run_is_not_replaced_at_publish(tmp_path, capsys):
     out = tmp_path / "run"
 
