@@ -35,6 +35,9 @@ import json
 import os
 import shutil
 
+from zoo.models.limits import shown
+from zoo.run import flags
+
 MARKER = ".zoo-run"
 LOCK = ".zoo-run.lock"
 _MARKER_TMP = MARKER + ".tmp"
@@ -296,6 +299,34 @@ def _read_json(path):
             return json.load(stream)
     except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{path} is corrupted: not valid JSON ({error}).") from None
+    except RecursionError:
+        raise ValueError(f"{path} is corrupted: its JSON is nested too deeply for a zoo "
+                         "run's file.") from None
+
+
+def missing_run_files(run_path, names):
+    """Why `run_path` cannot be a finished run: None, or one line naming what is wrong.
+
+    A file, not a directory, says so; a name that is a symbolic link loop
+    or a link to nothing is told apart from an absent file.
+    """
+    if os.path.lexists(run_path) and not os.path.isdir(run_path):
+        return f"{run_path!r} is not a directory (a zoo run is a directory)"
+    absent, links = [], []
+    for name in names:
+        path = os.path.join(run_path, name)
+        if os.path.exists(path):
+            continue
+        try:
+            os.stat(path)
+        except OSError as error:
+            if os.path.islink(path):
+                links.append(f"{name} is a symbolic link loop" if error.errno == errno.ELOOP
+                             else f"{name} is a symbolic link to nothing")
+                continue
+        absent.append(name)
+    wrong = ([f"missing {absent}"] if absent else []) + links
+    return f"{run_path!r} is not a finished zoo run: {'; '.join(wrong)}" if wrong else None
 
 
 def _count(value, low, high=None):
@@ -315,14 +346,19 @@ def read_run(config_path, results_path):
     if absent:
         raise ValueError(f"{config_path} is not a zoo run configuration "
                          f"(missing {absent}).")
+    # The ranges of --split and --seed: a larger seed would pick another
+    # split of the data, one that may mix training rows into the test set.
     checks = {"dataset": isinstance(config["dataset"], str) and config["dataset"] != "",
-              "split": _count(config["split"], 0), "seed": _count(config["seed"], 0),
+              "split": _count(config["split"], 0, flags.MAX_SPLIT),
+              "seed": _count(config["seed"], 0, flags.MAX_SEED),
               "num_samples": _count(config["num_samples"], 1, MAX_NUM_SAMPLES)}
     wrong = [key for key, good in checks.items() if not good]
     if wrong:
         raise ValueError(f"{config_path} is damaged: " + ", ".join(
-            f"{key} is {config[key]!r}" for key in wrong) + " (dataset must be a name or "
-            f"path, split and seed ints >= 0, num_samples an int in 1..{MAX_NUM_SAMPLES}).")
+            f"{key} is {shown(config[key])}" for key in wrong) + " (dataset must be a name or "
+            f"path, split an int in 0..{flags.MAX_SPLIT:,}, seed an int in "
+            f"0..{flags.MAX_SEED:,} as --seed takes, num_samples an int in "
+            f"1..{MAX_NUM_SAMPLES:,}).")
     if not isinstance(stored, dict):
         raise ValueError(f"{results_path} is not a zoo run's results (a JSON "
                          f"{type(stored).__name__}, not an object).")

@@ -348,10 +348,10 @@ def evaluate(run_dir_path, num_samples=None, seed=0):
     num_samples = check.integer("num_samples", num_samples, allow_none=True)
     paths = {name: os.path.join(run_dir_path, name)
              for name in ("config.json", "results.json", "model.keras")}
-    missing = [name for name, path in paths.items() if not os.path.exists(path)]
-    if missing:
-        raise ValueError(f"{run_dir_path!r} is not a finished zoo run: missing {missing} "
-                         "(train one with `python -m zoo train MODEL --dataset D --out DIR`).")
+    wrong = run_dir.missing_run_files(run_dir_path, list(paths))
+    if wrong:
+        raise ValueError(f"{wrong} (train one with `python -m zoo train MODEL --dataset D "
+                         "--out DIR`).")
     config, stored = run_dir.read_run(paths["config.json"], paths["results.json"])
     model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])

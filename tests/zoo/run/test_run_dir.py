@@ -445,8 +445,14 @@ def test_a_prediction_that_cannot_be_rescaled_keeps_no_checkpoint(tmp_path, caps
     ("results.json", "null", "results.json is not a zoo run's results (a JSON NoneType"),
     ("results.json", "[]", "results.json is not a zoo run's results (a JSON list"),
     ("results.json", {"rmse": "high"}, "results.json is damaged: rmse must be numbers"),
+    # Past --seed's range: another split of the data, mixing training rows into the test.
+    ("config.json", {"seed": 2**70}, "config.json is damaged: seed is 1180591620717411303424"),
+    ("config.json", {"split": 10**6}, "config.json is damaged: split is 1000000"),
+    ("results.json", "[" * 100_000 + "]" * 100_000, "results.json is corrupted: its JSON is "
+                                                    "nested too deeply"),
 ], ids=["config_null", "config_list", "config_split_str", "config_num_samples_huge",
-        "results_null", "results_list", "results_rmse_str"])
+        "results_null", "results_list", "results_rmse_str", "config_seed_2_to_70",
+        "config_split_10_to_6", "results_100000_deep"])
 def test_evaluate_names_the_damaged_file(name, damage, message, finished, tmp_path, capsys):
     run = tmp_path / "copy"
     shutil.copytree(finished, run)
@@ -457,3 +463,24 @@ def test_evaluate_names_the_damaged_file(name, damage, message, finished, tmp_pa
     line = _refused(["evaluate", str(run)], capsys, message, command="evaluate")
     assert str(run / name) in line
     assert _snapshot(run) == before
+
+
+def test_evaluate_of_a_file_says_it_is_not_a_directory(tmp_path, capsys):
+    run = tmp_path / "run.txt"
+    run.write_text("not a run")
+    _refused(["evaluate", str(run)], capsys, f"{str(run)!r} is not a directory",
+             command="evaluate")
+
+
+@pytest.mark.parametrize("link, message", [
+    ("model.keras", "model.keras is a symbolic link loop"),
+    ("elsewhere.keras", "model.keras is a symbolic link to nothing"),
+])
+def test_evaluate_tells_a_bad_link_from_a_missing_file(link, message, finished, tmp_path,
+                                                       capsys):
+    run = tmp_path / "copy"
+    shutil.copytree(finished, run)
+    (run / "model.keras").unlink()
+    (run / "model.keras").symlink_to(run / link)
+    line = _refused(["evaluate", str(run)], capsys, message, command="evaluate")
+    assert "missing" not in line
