@@ -12,6 +12,7 @@ benchmark layout, or a .csv time series.
 """
 
 import argparse
+import errno
 import re
 import sys
 
@@ -152,11 +153,23 @@ EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
 
 
+# What a failed write's errno means for the user (the kernel's text alone,
+# "File too large", does not say that a limit or a full disk is the cause).
+_WRITE_FAILURES = {
+    errno.EFBIG: "the file would pass the size limit on files (ulimit -f) or the disk is full",
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+}
+
+
 def _one_line(error):
     """The message of `error` on one line (no traceback)."""
     text = " ".join(str(error).split())
     if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
         where = f" ({error.filename})" if error.filename else ""
+        if error.errno in _WRITE_FAILURES:
+            writing = f"writing {error.filename}: " if error.filename else ""
+            where = f" ({writing}{_WRITE_FAILURES[error.errno]})"
         text = f"{error.strerror or text}{where}"
     return text or type(error).__name__
 

@@ -47,10 +47,15 @@ def weights_bytes(model):
 
 
 def _write_durably(path, data):
-    with open(path, "wb") as stream:
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
+    try:
+        with open(path, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as error:
+        if error.filename:
+            raise
+        raise OSError(error.errno, error.strerror, path) from None  # write() names no file
 
 
 def _remove(path):

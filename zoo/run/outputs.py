@@ -21,9 +21,14 @@ STAGING = ".staging"
 
 def write_json(path, payload):
     temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
-        stream.write("\n")
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
+            stream.write("\n")
+    except OSError as error:
+        if error.filename:
+            raise
+        raise OSError(error.errno, error.strerror, path) from None  # write() names no file
     os.replace(temporary, path)
 
 

@@ -167,9 +167,13 @@ class RunDirectory:
                 json.dump(payload, stream, indent=2)
                 stream.write("\n")
             os.replace(temporary, os.path.join(self.path, MARKER))
-        except OSError:
+        except OSError as error:
             _remove(temporary)
-            raise
+            if error.filename:
+                raise
+            # A failed write() names no file; the message must.
+            raise OSError(error.errno, error.strerror, os.path.join(self.path, MARKER)) \
+                from None
 
     def add(self, name):
         """Lists `name` as the zoo's (before the zoo writes it)."""

@@ -362,6 +362,16 @@ def test_disk_full_during_the_final_export_leaves_no_artifact(tmp_path, capsys):
     assert (out / "results.json").exists() and (out / "saved_model").is_dir()
 
 
+def test_a_full_disk_names_the_file_and_the_limit(tmp_path, capsys):
+    # 80 bytes: the marker holds its first two names, not a third; a failed
+    # write() names no file, and "File too large" alone says nothing of why.
+    out = tmp_path / "run"
+    line = _limited_train(out, 80, epochs=1, capsys=capsys)
+    assert f"File too large (writing {out / '.zoo-run'}: the file would pass the size " \
+           "limit on files (ulimit -f) or the disk is full)" in line
+    assert not (out / ".zoo-run.tmp").exists()
+
+
 def _permissions_enforced(tmp_path):
     probe = tmp_path / "probe"
     probe.mkdir()
