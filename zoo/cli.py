@@ -123,8 +123,8 @@ def _train(args):
                              "model to set them).")
     else:
         registry.check_overrides(args.model, args.overrides)
-    out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
-                       f"-split{args.split}-seed{args.seed}")
+    name = limits.printable(str(args.dataset).rstrip('/').split('/')[-1])  # UTF-8 for TF
+    out = args.out or f"runs/{args.model}-{name}-split{args.split}-seed{args.seed}"
     # In a fresh `python -m zoo` process this always applies; called from a
     # Python session that has started TensorFlow, its threads stay as they are.
     runner.set_threads(args.threads, strict=False)

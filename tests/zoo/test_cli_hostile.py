@@ -8,8 +8,10 @@ line.
 (The general bad-input matrix: tests/zoo/test_cli_bad_input.py.)
 """
 
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -220,3 +222,34 @@ def test_an_error_after_tensorflow_started_is_still_one_line(tmp_path):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "would have about 3.6e+09 weights" in lines[0], result.stderr
     assert not (tmp_path / "run").exists()
+
+
+# --- names that are not UTF-8 (bytes kept as lone surrogates, PEP 383) -------
+
+NOT_UTF8 = os.fsdecode(b"y\xffacht")
+
+
+def test_an_out_that_is_not_utf8_is_refused_before_training(tmp_path, capsys):
+    # TensorFlow's SavedModel writer takes only UTF-8 paths: the run trained,
+    # then failed at the export, and so did every rerun.
+    out = os.path.join(str(tmp_path), NOT_UTF8)
+    assert run_cli(_train("--out", out)) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"python -m zoo train: error: --out '{tmp_path}/y\\xffacht' is not a UTF-8 name; "
+        "TensorFlow writes the model's files only under UTF-8 paths: choose another --out."]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_dataset_directory_that_is_not_utf8_trains_and_evaluates(tmp_path, capsys):
+    # The name went into the plot titles, where matplotlib's font refused it
+    # after training (exit 1, a traceback, the checkpoint left behind).
+    data = os.path.join(str(tmp_path), NOT_UTF8)
+    shutil.copytree(REPO_ROOT / "tfp_bnn" / "data" / "uci_sets" / "yacht", data)
+    out = tmp_path / "run"
+    assert run_cli(_train("--samples", "3", "--out", str(out), dataset=data)) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["dataset"] == "y\\xffacht"
+    assert not (out / ".backup").exists()
+    assert run_cli(["evaluate", str(out), "--samples", "3"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 
+from zoo.models.limits import printable
 from zoo.models.limits import shown
 from zoo.run import flags
 
@@ -104,12 +105,19 @@ def _is_locked(path):
 def check(path, finished="results.json", ignore=(WORKERS,)):
     """Refuses `path` as a run directory, or returns its absolute path. Writes nothing.
 
-    Refused (ValueError, one line): a file that is not a directory; a
+    Refused (ValueError, one line): a path that is not UTF-8 (TensorFlow
+    cannot write under it); a file that is not a directory; a
     directory another `train` holds; one with a finished run (`finished`
     exists); a non-empty one without the marker; one with names the marker
     does not list, or a symbolic link under a listed name. `ignore`: names that never count (the workers' directory).
     """
     path = os.path.abspath(os.fspath(path))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # the bytes of a non-UTF-8 name (PEP 383)
+        raise ValueError(f"--out '{printable(path)}' is not a UTF-8 name; TensorFlow writes "
+                         "the model's files only under UTF-8 paths: choose another --out.") \
+            from None
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ValueError(f"--out {path!r} exists and is not a directory.")
     if not os.path.isdir(path):
