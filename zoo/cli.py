@@ -55,8 +55,9 @@ def build_parser():
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
     train.add_argument("--batch-size", type=flags.batch_size, default=None,
                        help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
-    train.add_argument("--budget-minutes", type=flags.budget_minutes, default=3.0,
-                       help="with model 'auto': wall-time budget of the search (default 3)")
+    train.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
+                       help="only with model 'auto': wall-time budget of the search "
+                            f"(default 3, at most {flags.MAX_BUDGET_MINUTES:,})")
     train.add_argument("--samples", type=flags.sample_count, default=100,
                        help="Monte Carlo samples at test time (default 100, at most "
                             f"{flags.MAX_SAMPLES:,})")
@@ -122,6 +123,9 @@ def _train(args):
             raise ValueError(f"{given[0]}: model 'auto' chooses its own settings (name a "
                              "model to set them).")
     else:
+        if args.budget_minutes is not None:
+            raise ValueError(f"--budget-minutes: only model 'auto' searches within a time "
+                             f"budget; {args.model!r} trains for --epochs (drop the flag).")
         registry.check_overrides(args.model, args.overrides)
     name = limits.printable(str(args.dataset).rstrip('/').split('/')[-1])  # UTF-8 for TF
     out = args.out or f"runs/{args.model}-{name}-split{args.split}-seed{args.seed}"

@@ -101,6 +101,29 @@ CASES = [
      "--splits: must be at most 10,000"),
     ("benchmark_classifier", ["benchmark", "uci", "--dataset", "yacht", "--model",
                               "flipout_lenet"], "is not a regression model"),
+    # numbers as the data files write them: ASCII decimals (Python's float() and int()
+    # take "1_0" and full-width digits); a negative value is the flag's, not an option
+    ("budget_minutes_minus_inf", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                  "-inf"],
+     "--budget-minutes: must be a number of minutes above 0 and at most 10,080, got '-inf'"),
+    ("budget_minutes_underscore", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                   "1_0"], "--budget-minutes: must be a number of minutes, got "
+                                           "'1_0'"),
+    ("budget_minutes_full_width", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                   "\uff11\uff10"], "--budget-minutes: must be a number of "
+                                                    "minutes, got '\uff11\uff10'"),
+    ("checkpoint_seconds_minus_1e3", _train("--checkpoint-seconds", "-1e3"),
+     "--checkpoint-seconds: must be a number of seconds from 0 to 86,400, got '-1e3'"),
+    ("epochs_underscore", _train("--epochs", "1_0"), "--epochs: must be a positive int, got "
+                                                     "'1_0'"),
+    ("seed_full_width", _train("--seed", "\uff17"), "--seed: must be a non-negative int"),
+    ("main_job_epochs_underscore", ["--epochs", "1_0"], "--epochs: must be an int, got '1_0'"),
+    # --budget-minutes is the search's: a named model does not search
+    ("budget_minutes_for_a_named_model", _train("--budget-minutes", "5"),
+     "--budget-minutes: only model 'auto' searches within a time budget; 'bbb_mlp' trains"),
+    ("benchmark_budget_for_a_named_model", ["benchmark", "uci", "--dataset", "yacht",
+                                            "--model", "bbb_mlp", "--budget-minutes", "5"],
+     "--budget-minutes: only --model auto searches within a time budget"),
     ("set_length_scale_squared_overflows", _set("length_scale=1e300", model="mc_dropout_mlp"),
      "`length_scale` must be a finite number > 0 whose square is finite"),
 ]

@@ -179,7 +179,7 @@ def _auto_choice(task, key, backup_dir, verbose):
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        strategy="default", batch_size=None, num_samples=NUM_SAMPLES,
                        verbose=1, overrides=None, checkpoint_seconds=CHECKPOINT_SECONDS,
-                       budget_minutes=auto.DEFAULT_BUDGET_MINUTES):
+                       budget_minutes=None):
     """Trains `model_name` on `dataset`, scores it and writes the run directory.
 
     Every argument, the data and the model are checked before anything is
@@ -207,6 +207,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
             every epoch end); the last epoch is always saved.
+        budget_minutes: only for "auto": the search's wall-time budget (None:
+            `zoo.run.auto.DEFAULT_BUDGET_MINUTES`); a named model refuses it.
 
     Returns:
         The results dict (also in out/results.json on the chief).
@@ -219,9 +221,13 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         if given:
             raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
                              "apply (name a model to set it).")
-        budget_minutes = check.positive("budget_minutes", budget_minutes)
+        budget_minutes = check.positive("budget_minutes", auto.DEFAULT_BUDGET_MINUTES
+                                        if budget_minutes is None else budget_minutes)
     else:
         registry.get_spec(model_name)
+        if budget_minutes is not None:
+            raise ValueError(f"`budget_minutes` applies only to model 'auto' (a search within "
+                             f"a time budget); {model_name!r} trains for `epochs`.")
     batch_size = check.integer("batch_size", BATCH_SIZE if batch_size is None else batch_size)
     num_samples = check.integer("num_samples", num_samples)
     seed = check.seed(seed)
