@@ -261,3 +261,16 @@ def test_shared_files_are_neither_refused_nor_deleted(tmp_path):
     assert sorted(os.listdir(directory)) == ["settings.json"]
     with pytest.raises(ValueError, match="`shared_files`"):
         AtomicBackupAndRestore(directory, shared_files=["../elsewhere"])
+
+
+def test_a_link_under_a_checkpoint_name_is_refused_and_its_target_kept(tmp_path):
+    # A save opens partial-<k>.weights.h5 for writing: through a link it
+    # would truncate the file the link points at.
+    theirs = tmp_path / "precious.h5"
+    theirs.write_bytes(b"the user's")
+    directory = tmp_path / "backup"
+    directory.mkdir()
+    (directory / "partial-1.weights.h5").symlink_to(theirs)
+    with pytest.raises(ValueError, match=r"did not write \(\['partial-1.weights.h5'\]\)"):
+        _fit(_model(), AtomicBackupAndRestore(directory), 0, 1)
+    assert theirs.read_bytes() == b"the user's"

@@ -176,8 +176,10 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if not os.path.isdir(where):
             raise ValueError(f"`backup_dir` {where!r} exists and is not a directory.")
         names = os.listdir(where)
+        # A link under its own name would have a save write through it.
         foreign = sorted(name for name in names if not _OWN_NAME.fullmatch(name)
-                         and name not in self.shared_files)
+                         and name not in self.shared_files
+                         or os.path.islink(os.path.join(where, name)))
         if foreign:
             raise ValueError(f"`backup_dir` {where!r} holds files the checkpoint did not write "
                              f"({foreign[:3]}); it deletes its old files there, so give it a "
