@@ -27,6 +27,11 @@ def seed_states(model):
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE]
 
 
+def is_checkpoint_file(name):
+    """Whether `name` is one `AtomicBackupAndRestore` writes into its directory."""
+    return bool(_OWN_NAME.fullmatch(name))
+
+
 def weights_bytes(model):
     """The bytes `model.save_weights("x.weights.h5")` writes, built in memory.
 

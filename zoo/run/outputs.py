@@ -13,6 +13,8 @@ import os
 import numpy as np
 
 import tfp_bnn
+from tfp_bnn.callbacks.atomic_backup_and_restore import is_checkpoint_file
+from zoo.run import auto
 from zoo.run import distribute
 from zoo.run import plots as run_plots
 
@@ -101,4 +103,10 @@ def publish(staging, directory):
     for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
         directory.move_in(os.path.join(staging, name), name)
     directory.remove(STAGING)
-    directory.remove(distribute.BACKUP)
+    directory.remove(distribute.BACKUP, owned=checkpoint_file)
+
+
+def checkpoint_file(name):
+    """Whether the zoo wrote `name` in a run's checkpoint directory (the callback's files
+    and the choice of model 'auto'); only these are deleted with the checkpoint."""
+    return is_checkpoint_file(name) or name in auto.CHECKPOINT_FILES

@@ -206,14 +206,28 @@ class RunDirectory:
             shutil.rmtree(target)
         os.replace(source, target)
 
-    def remove(self, name):
-        """Deletes `path/name` if the zoo listed it, then unlists it."""
+    def remove(self, name, owned=None):
+        """Deletes `path/name` if the zoo listed it, then unlists it.
+
+        `owned`: for a directory, a predicate on the names in it that the
+        zoo wrote; only those are deleted, and the directory once empty (a
+        file someone put there keeps it, and it stays listed).
+        """
         files = self.listed()
         if name not in files:
             return
         target = os.path.join(self.path, name)
         if os.path.isdir(target) and not os.path.islink(target):
-            shutil.rmtree(target, ignore_errors=True)
+            if owned is None:
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                for entry in os.listdir(target):
+                    if owned(entry) and not os.path.isdir(os.path.join(target, entry)):
+                        _remove(os.path.join(target, entry))
+                try:
+                    os.rmdir(target)
+                except OSError:
+                    pass
         else:
             _remove(target)
         if not os.path.lexists(target):

@@ -330,7 +330,7 @@ def _checked_score(model, task, num_samples, directory):
                 f"{k} {result[k]}" for k in bad) + ")")
     except (ValueError, ArithmeticError) as error:
         # Resuming would restore the same weights and fail the same way.
-        directory.remove(distribute.BACKUP)
+        directory.remove(distribute.BACKUP, owned=outputs.checkpoint_file)
         raise ValueError(f"Scoring the trained model on the test data of {task.name!r} "
                          f"overflowed: {error}. Check the data's scale (the predictions in its "
                          "units must stay finite). Removed the checkpoint; no results were "

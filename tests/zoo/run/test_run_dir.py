@@ -176,6 +176,24 @@ def test_a_file_put_into_the_backup_is_refused_untouched(interrupted, capsys):
     assert _snapshot(out) == before
 
 
+def test_a_file_dropped_into_the_backup_during_the_run_is_not_deleted(tmp_path, capsys):
+    out = tmp_path / "run"
+
+    class DropsAFile(runner.DivergenceGuard):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            if epoch == 1:  # the guard runs before the save: .backup holds epoch 1's
+                (out / ".backup" / "notes.txt").write_text("the user's notes")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "DivergenceGuard", DropsAFile)
+        code, _, lines = _main(_argv(out, epochs=2), capsys)
+    assert code == 0, lines
+    assert (out / "results.json").exists()
+    assert os.listdir(out / ".backup") == ["notes.txt"]
+    assert (out / ".backup" / "notes.txt").read_text() == "the user's notes"
+
+
 def test_a_file_dropped_in_during_the_run_is_not_replaced_at_publish(tmp_path, capsys):
     out = tmp_path / "run"
 
