@@ -83,9 +83,9 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
     Raises:
         ValueError: naming the file and the 1-based line for a row that is
             too short, a value that is not such a number, bytes that are
-            not text, or a time that appears twice; naming the file for a missing, non-regular (FIFO,
-            device, directory), oversized or unreadable file or one with no
-            data row.
+            not text, or a time that appears twice; naming the file for a
+            missing, non-regular (FIFO, device, directory), oversized or
+            unreadable file or one with no data row.
 
     Example:
     >>> import os, tempfile

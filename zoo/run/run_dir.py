@@ -106,10 +106,11 @@ def check(path, finished="results.json", ignore=(WORKERS,)):
     """Refuses `path` as a run directory, or returns its absolute path. Writes nothing.
 
     Refused (ValueError, one line): a path that is not UTF-8 (TensorFlow
-    cannot write under it); a file that is not a directory; a
-    directory another `train` holds; one with a finished run (`finished`
-    exists); a non-empty one without the marker; one with names the marker
-    does not list, or a symbolic link under a listed name. `ignore`: names that never count (the workers' directory).
+    cannot write under it); a file that is not a directory; a directory
+    another `train` holds; one with a finished run (`finished` exists); a
+    non-empty one without the marker; one with names the marker does not
+    list, or a symbolic link under a listed name. `ignore`: names that
+    never count (the workers' directory).
     """
     path = os.path.abspath(os.fspath(path))
     try:
