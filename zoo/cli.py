@@ -12,6 +12,7 @@ benchmark layout, or a .csv time series.
 """
 
 import argparse
+import errno
 import re
 import sys
 
@@ -58,8 +59,9 @@ def build_parser():
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
     train.add_argument("--batch-size", type=flags.batch_size, default=None,
                        help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
-    train.add_argument("--budget-minutes", type=flags.budget_minutes, default=3.0,
-                       help="with model 'auto': wall-time budget of the search (default 3)")
+    train.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
+                       help="only with model 'auto': wall-time budget of the search "
+                            f"(default 3, at most {flags.MAX_BUDGET_MINUTES:,})")
     train.add_argument("--samples", type=flags.sample_count, default=100,
                        help="Monte Carlo samples at test time (default 100, at most "
                             f"{flags.MAX_SAMPLES:,}; {SAMPLES_COST})")
@@ -125,9 +127,12 @@ def _train(args):
             raise ValueError(f"{given[0]}: model 'auto' chooses its own settings (name a "
                              "model to set them).")
     else:
+        if args.budget_minutes is not None:
+            raise ValueError(f"--budget-minutes: only model 'auto' searches within a time "
+                             f"budget; {args.model!r} trains for --epochs (drop the flag).")
         registry.check_overrides(args.model, args.overrides)
-    out = args.out or (f"runs/{args.model}-{str(args.dataset).rstrip('/').split('/')[-1]}"
-                       f"-split{args.split}-seed{args.seed}")
+    name = limits.printable(str(args.dataset).rstrip('/').split('/')[-1])  # UTF-8 for TF
+    out = args.out or f"runs/{args.model}-{name}-split{args.split}-seed{args.seed}"
     # In a fresh `python -m zoo` process this always applies; called from a
     # Python session that has started TensorFlow, its threads stay as they are.
     runner.set_threads(args.threads, strict=False)
@@ -156,11 +161,23 @@ EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
 
 
+# What a failed write's errno means for the user (the kernel's text alone,
+# "File too large", does not say that a limit or a full disk is the cause).
+_WRITE_FAILURES = {
+    errno.EFBIG: "the file would pass the size limit on files (ulimit -f) or the disk is full",
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+}
+
+
 def _one_line(error):
     """The message of `error` on one line (no traceback)."""
     text = " ".join(str(error).split())
     if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
         where = f" ({error.filename})" if error.filename else ""
+        if error.errno in _WRITE_FAILURES:
+            writing = f"writing {error.filename}: " if error.filename else ""
+            where = f" ({writing}{_WRITE_FAILURES[error.errno]})"
         text = f"{error.strerror or text}{where}"
     return text or type(error).__name__
 

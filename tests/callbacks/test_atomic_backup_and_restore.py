@@ -203,3 +203,74 @@ def test_seed_states_are_the_generators_of_the_model():
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AtomicBackupAndRestore(**kwargs)
+
+
+def _users_folder(root):
+    folder = root / "ckpts"
+    folder.mkdir()
+    for name in ("mine.weights.h5", "epoch-1.weights.h5", "notes.txt"):
+        (folder / name).write_bytes(b"the user's")
+    return folder
+
+
+def test_a_backup_dir_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+    folder = _users_folder(tmp_path)
+    link = tmp_path / "backup"
+    link.symlink_to(folder)
+    before = sorted(os.listdir(folder))
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        _fit(_model(), AtomicBackupAndRestore(link), 0, 2)
+    assert sorted(os.listdir(folder)) == before
+    assert all((folder / name).read_bytes() == b"the user's" for name in before)
+
+
+def test_a_backup_dir_holding_other_files_is_refused_before_anything_is_read(tmp_path):
+    folder = _users_folder(tmp_path)
+    backup = AtomicBackupAndRestore(folder)
+    with pytest.raises(ValueError, match=r"holds files the checkpoint did not write "
+                                         r"\(\['mine.weights.h5', 'notes.txt'\]\)"):
+        backup.restored_epoch()
+    assert sorted(os.listdir(folder)) == ["epoch-1.weights.h5", "mine.weights.h5", "notes.txt"]
+
+
+@pytest.mark.parametrize("delete_checkpoint", [True, False])
+def test_a_model_checkpoint_in_the_same_directory_keeps_its_file(tmp_path, delete_checkpoint):
+    # Keras' ModelCheckpoint writes its file there at every epoch end, just
+    # before the backup saves; neither the saves nor the end of training
+    # delete it.
+    directory = tmp_path / "backup"
+    directory.mkdir()
+    keep = keras.callbacks.ModelCheckpoint(str(directory / "best.weights.h5"),
+                                           save_weights_only=True)
+    backup = AtomicBackupAndRestore(directory, delete_checkpoint=delete_checkpoint)
+    x, y = _data()
+    _model().fit(shuffled_epochs(x, y, BATCH, 7, 3), epochs=3, shuffle=False, verbose=0,
+                 steps_per_epoch=steps_per_epoch(NUM, BATCH),
+                 callbacks=[KLScheduler(NUM), keep, backup])
+    left = sorted(os.listdir(directory))
+    assert left == (["best.weights.h5"] if delete_checkpoint
+                    else ["best.weights.h5", "epoch-3.weights.h5", "state.json"])
+
+
+def test_shared_files_are_neither_refused_nor_deleted(tmp_path):
+    directory = tmp_path / "backup"
+    directory.mkdir()
+    (directory / "settings.json").write_text("{}")
+    backup = AtomicBackupAndRestore(directory, shared_files=["settings.json"])
+    _fit(_model(), backup, 0, 2)
+    assert sorted(os.listdir(directory)) == ["settings.json"]
+    with pytest.raises(ValueError, match="`shared_files`"):
+        AtomicBackupAndRestore(directory, shared_files=["../elsewhere"])
+
+
+def test_a_link_under_a_checkpoint_name_is_refused_and_its_target_kept(tmp_path):
+    # A save opens partial-<k>.weights.h5 for writing: through a link it
+    # would truncate the file the link points at.
+    theirs = tmp_path / "precious.h5"
+    theirs.write_bytes(b"the user's")
+    directory = tmp_path / "backup"
+    directory.mkdir()
+    (directory / "partial-1.weights.h5").symlink_to(theirs)
+    with pytest.raises(ValueError, match=r"did not write \(\['partial-1.weights.h5'\]\)"):
+        _fit(_model(), AtomicBackupAndRestore(directory), 0, 1)
+    assert theirs.read_bytes() == b"the user's"

@@ -63,3 +63,54 @@ def test_split_is_chronological_and_scaled_by_training_targets_only():
 def test_bad_split_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         forecasting_split(np.arange(20.0), **kwargs)
+
+
+def _series_file(tmp_path, rows, header="month,value"):
+    path = tmp_path / "series.csv"
+    path.write_text("".join(f"{line}\n" for line in ([header] if header else []) + rows))
+    return path
+
+
+MONTHS = [f"2020-{month:02d}" for month in range(1, 13)]
+
+
+@pytest.mark.parametrize("order", ["sorted", "newest_first", "shuffled"])
+def test_series_rows_come_back_in_date_order(tmp_path, order):
+    rows = [f"{month},{index}" for index, month in enumerate(MONTHS)]
+    if order == "newest_first":
+        rows = rows[::-1]
+    elif order == "shuffled":
+        rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+    labels, values = read_series_csv(_series_file(tmp_path, rows))
+    assert labels == MONTHS
+    np.testing.assert_array_equal(values, np.arange(12.0))
+
+
+def test_numbered_time_steps_are_sorted_as_numbers(tmp_path):
+    labels, values = read_series_csv(_series_file(tmp_path, ["10,3", "9,2", "1,1"], "t,x"))
+    assert labels == ["1", "9", "10"]
+    np.testing.assert_array_equal(values, [1.0, 2.0, 3.0])
+
+
+def test_labels_that_are_not_times_keep_the_file_order(tmp_path):
+    labels, _ = read_series_csv(_series_file(tmp_path, ["Mar 2020,1", "Jan 2020,2"]))
+    assert labels == ["Mar 2020", "Jan 2020"]
+
+
+def test_a_date_given_twice_is_refused_naming_both_lines(tmp_path):
+    path = _series_file(tmp_path, ["2020-01,1", "2020-03,2", "2020-02,3", "2020-03,4"])
+    with pytest.raises(ValueError, match=r"series.csv, lines 3 and 5: the time '2020-03' "
+                                         r"appears twice"):
+        read_series_csv(path)
+
+
+def test_a_headerless_file_keeps_its_first_row(tmp_path):
+    rows = [f"{month},{index}" for index, month in enumerate(MONTHS)]
+    labels, values = read_series_csv(_series_file(tmp_path, rows, header=None))
+    assert labels == MONTHS and len(values) == 12 and values[0] == 0.0
+
+
+def test_a_bad_value_is_reported_at_its_physical_line(tmp_path):
+    path = _series_file(tmp_path, ['"2020-01",1', '"2020-02",x'], header='"month","value"')
+    with pytest.raises(ValueError, match="series.csv, line 3: 'x' is not a number"):
+        read_series_csv(path)

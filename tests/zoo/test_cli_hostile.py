@@ -8,8 +8,10 @@ line.
 (The general bad-input matrix: tests/zoo/test_cli_bad_input.py.)
 """
 
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -99,6 +101,29 @@ CASES = [
      "--splits: must be at most 10,000"),
     ("benchmark_classifier", ["benchmark", "uci", "--dataset", "yacht", "--model",
                               "flipout_lenet"], "is not a regression model"),
+    # numbers as the data files write them: ASCII decimals (Python's float() and int()
+    # take "1_0" and full-width digits); a negative value is the flag's, not an option
+    ("budget_minutes_minus_inf", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                  "-inf"],
+     "--budget-minutes: must be a number of minutes above 0 and at most 10,080, got '-inf'"),
+    ("budget_minutes_underscore", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                   "1_0"], "--budget-minutes: must be a number of minutes, got "
+                                           "'1_0'"),
+    ("budget_minutes_full_width", ["train", "auto", "--dataset", "yacht", "--budget-minutes",
+                                   "\uff11\uff10"], "--budget-minutes: must be a number of "
+                                                    "minutes, got '\uff11\uff10'"),
+    ("checkpoint_seconds_minus_1e3", _train("--checkpoint-seconds", "-1e3"),
+     "--checkpoint-seconds: must be a number of seconds from 0 to 86,400, got '-1e3'"),
+    ("epochs_underscore", _train("--epochs", "1_0"), "--epochs: must be a positive int, got "
+                                                     "'1_0'"),
+    ("seed_full_width", _train("--seed", "\uff17"), "--seed: must be a non-negative int"),
+    ("main_job_epochs_underscore", ["--epochs", "1_0"], "--epochs: must be an int, got '1_0'"),
+    # --budget-minutes is the search's: a named model does not search
+    ("budget_minutes_for_a_named_model", _train("--budget-minutes", "5"),
+     "--budget-minutes: only model 'auto' searches within a time budget; 'bbb_mlp' trains"),
+    ("benchmark_budget_for_a_named_model", ["benchmark", "uci", "--dataset", "yacht",
+                                            "--model", "bbb_mlp", "--budget-minutes", "5"],
+     "--budget-minutes: only --model auto searches within a time budget"),
     ("set_length_scale_squared_overflows", _set("length_scale=1e300", model="mc_dropout_mlp"),
      "`length_scale` must be a finite number > 0 whose square is finite"),
 ]
@@ -220,3 +245,34 @@ def test_an_error_after_tensorflow_started_is_still_one_line(tmp_path):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "would have about 3.6e+09 weights" in lines[0], result.stderr
     assert not (tmp_path / "run").exists()
+
+
+# --- names that are not UTF-8 (bytes kept as lone surrogates, PEP 383) -------
+
+NOT_UTF8 = os.fsdecode(b"y\xffacht")
+
+
+def test_an_out_that_is_not_utf8_is_refused_before_training(tmp_path, capsys):
+    # TensorFlow's SavedModel writer takes only UTF-8 paths: the run trained,
+    # then failed at the export, and so did every rerun.
+    out = os.path.join(str(tmp_path), NOT_UTF8)
+    assert run_cli(_train("--out", out)) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"python -m zoo train: error: --out '{tmp_path}/y\\xffacht' is not a UTF-8 name; "
+        "TensorFlow writes the model's files only under UTF-8 paths: choose another --out."]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_dataset_directory_that_is_not_utf8_trains_and_evaluates(tmp_path, capsys):
+    # The name went into the plot titles, where matplotlib's font refused it
+    # after training (exit 1, a traceback, the checkpoint left behind).
+    data = os.path.join(str(tmp_path), NOT_UTF8)
+    shutil.copytree(REPO_ROOT / "tfp_bnn" / "data" / "uci_sets" / "yacht", data)
+    out = tmp_path / "run"
+    assert run_cli(_train("--samples", "3", "--out", str(out), dataset=data)) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["dataset"] == "y\\xffacht"
+    assert not (out / ".backup").exists()
+    assert run_cli(["evaluate", str(out), "--samples", "3"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -3,7 +3,7 @@
 import io
 import json
 import os
-import shutil
+import re
 import time
 
 import keras
@@ -14,6 +14,8 @@ from tfp_bnn import _validation as check
 STATE = "state.json"
 # The variable every keras.random.SeedGenerator keeps its state in.
 SEED_STATE = "seed_generator_state"
+# The names this callback writes into its directory (and may delete there).
+_OWN_NAME = re.compile(r"(?:epoch|partial)-[0-9]+\.weights\.h5|state\.json(?:\.partial)?")
 
 
 def seed_states(model):
@@ -23,6 +25,11 @@ def seed_states(model):
     from weights alone would draw other noise than the run it continues.
     """
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE]
+
+
+def is_checkpoint_file(name):
+    """Whether `name` is one `AtomicBackupAndRestore` writes into its directory."""
+    return bool(_OWN_NAME.fullmatch(name))
 
 
 def weights_bytes(model):
@@ -45,10 +52,15 @@ def weights_bytes(model):
 
 
 def _write_durably(path, data):
-    with open(path, "wb") as stream:
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
+    try:
+        with open(path, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as error:
+        if error.filename:
+            raise
+        raise OSError(error.errno, error.strerror, path) from None  # write() names no file
 
 
 def _remove(path):
@@ -80,6 +92,15 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     checkpoint holds (`tfp_bnn.data.shuffled_epochs` gives an order that
     depends only on the seed and the epoch).
 
+    The directory is the callback's own: it deletes only the files it
+    writes there (`epoch-<k>.weights.h5`, `state.json` and their partial
+    versions), never another file, and it refuses (ValueError, before
+    anything is read or written) a `backup_dir` that is a symbolic link,
+    is not a directory, or holds other files than those and
+    `shared_files`. Keras' own callback deletes the whole `backup_dir` when
+    training ends; this one deletes its files and then the directory only
+    if nothing else is left in it.
+
     Args:
         backup_dir: directory of the checkpoint (used by nothing else).
         fingerprint: JSON-able description of the run (model, data,
@@ -93,6 +114,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             A save costs ~15 ms for a small MLP, a fifth of a 30-step epoch;
             a resumed run repeats at most `save_interval` seconds of
             training and still ends exactly where an uninterrupted one does.
+        shared_files: names of the caller's own files that may lie in
+            `backup_dir` beside the checkpoint (say, a record of the run's
+            settings); they are neither refused nor deleted.
 
     Example:
     >>> x = np.random.rand(32, 3).astype("float32")
@@ -113,7 +137,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     (1, 3)
     """
 
-    def __init__(self, backup_dir, fingerprint=None, delete_checkpoint=True, save_interval=0.0):
+    def __init__(self, backup_dir, fingerprint=None, delete_checkpoint=True, save_interval=0.0,
+                 shared_files=()):
         if not backup_dir or not isinstance(backup_dir, (str, os.PathLike)):
             raise ValueError(f"`backup_dir` must be a directory path, got {backup_dir!r}.")
         super().__init__(os.fspath(backup_dir), save_freq="epoch",
@@ -124,6 +149,15 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         except (TypeError, ValueError) as error:
             raise ValueError(f"`fingerprint` must be JSON-serialisable: {error}") from None
         self.save_interval = check.number("save_interval", save_interval, low=0.0)
+        if isinstance(shared_files, (str, bytes)) or not all(
+                isinstance(name, str) and name and os.path.basename(name) == name
+                for name in shared_files):
+            raise ValueError("`shared_files` must be a list of file names (no directories), "
+                             f"got {shared_files!r}.")
+        self.shared_files = tuple(shared_files)
+        # Names of this callback's files in backup_dir: its leftovers found
+        # there, and what it writes. Only these are ever deleted.
+        self._own = set()
         self._last_save = None
         self._state_path = os.path.join(self.backup_dir, STATE)
         self._history = {}  # every finished epoch's logs, saved in state.json
@@ -132,9 +166,32 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     def get_config(self):
         return {"backup_dir": self.backup_dir, "fingerprint": self.fingerprint,
                 "delete_checkpoint": self.delete_checkpoint,
-                "save_interval": self.save_interval}
+                "save_interval": self.save_interval, "shared_files": list(self.shared_files)}
 
     # --- reading the checkpoint -------------------------------------------
+    def _check_directory(self):
+        """Refuses a backup_dir that is not this callback's own; notes its files there."""
+        where = self.backup_dir
+        if os.path.islink(where):
+            raise ValueError(f"`backup_dir` {where!r} is a symbolic link; the checkpoint "
+                             "deletes its old files there, so it must be a directory of its "
+                             "own, not a link to another.")
+        if not os.path.lexists(where):
+            return
+        if not os.path.isdir(where):
+            raise ValueError(f"`backup_dir` {where!r} exists and is not a directory.")
+        names = os.listdir(where)
+        # A link under its own name would have a save write through it.
+        foreign = sorted(name for name in names if not _OWN_NAME.fullmatch(name)
+                         and name not in self.shared_files
+                         or os.path.islink(os.path.join(where, name)))
+        if foreign:
+            raise ValueError(f"`backup_dir` {where!r} holds files the checkpoint did not write "
+                             f"({foreign[:3]}); it deletes its old files there, so give it a "
+                             "directory of its own.")
+        self._own.update(names)
+        self._own.difference_update(self.shared_files)
+
     def state(self):
         """The saved state, or None when there is no checkpoint yet.
 
@@ -145,8 +202,11 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
         Raises:
             ValueError: when `state.json` cannot be read, names a missing
-                weights file, or holds another fingerprint.
+                weights file, or holds another fingerprint; when
+                `backup_dir` is a symbolic link, not a directory, or holds
+                files the callback did not write.
         """
+        self._check_directory()
         if not os.path.exists(self._state_path):
             return None
         try:
@@ -271,14 +331,16 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         committed = False
         try:
             os.makedirs(self.backup_dir, exist_ok=True)
+            self._own.update((os.path.basename(partial), name))
             _write_durably(partial, weights)
             os.replace(partial, path)
+            self._own.update((os.path.basename(partial_state), STATE))
             _write_durably(partial_state, json.dumps(state, allow_nan=True).encode())
             os.replace(partial_state, self._state_path)
             committed = True
-            for other in os.listdir(self.backup_dir):
-                if other.endswith(".weights.h5") and other != name:
-                    os.remove(os.path.join(self.backup_dir, other))
+            for other in sorted(self._own - {name, STATE}):
+                _remove(os.path.join(self.backup_dir, other))
+            self._own &= {name, STATE}
         except OSError as error:
             # Whatever was half-written goes; state.json still names the last
             # complete checkpoint (or this one, if it got that far).
@@ -291,8 +353,15 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                           "then rerun to resume", error.filename) from None
 
     def on_train_end(self, logs=None):
-        if self.delete_checkpoint and os.path.exists(self.backup_dir):
-            shutil.rmtree(self.backup_dir, ignore_errors=True)
+        if not self.delete_checkpoint or os.path.islink(self.backup_dir):
+            return
+        for name in sorted(self._own):  # only its own files; the directory if then empty
+            _remove(os.path.join(self.backup_dir, name))
+        self._own.clear()
+        try:
+            os.rmdir(self.backup_dir)
+        except OSError:  # absent, or holding files that are not the checkpoint's
+            pass
 
 
 def _difference(saved, current):

@@ -128,6 +128,11 @@ def text_lines(path):
             yield line_number, line
 
 
+def is_number(field: str) -> bool:
+    """Whether `field` is a number as `parse_number` reads it (finite or not)."""
+    return bool(_NUMBER.fullmatch(field))
+
+
 def parse_number(field: str, where: str) -> float:
     """One number of a data file as a float; `where` (file, line...) starts any error.
 

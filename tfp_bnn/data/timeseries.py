@@ -11,20 +11,62 @@ alone. `load_sunspots` reads the packaged Zurich monthly sunspot numbers
 import csv
 import os
 import pathlib
+import re
 from importlib import resources
 
 import numpy as np
 
 from tfp_bnn import _validation as check
-from tfp_bnn.data.uci import ASCII_SPACE
+from tfp_bnn.data._text_files import ASCII_SPACE
+from tfp_bnn.data._text_files import first_beyond_float32
+from tfp_bnn.data._text_files import is_number
+from tfp_bnn.data._text_files import parse_number
+from tfp_bnn.data._text_files import text_lines
 from tfp_bnn.data.uci import Standardizer
-from tfp_bnn.data.uci import first_beyond_float32
-from tfp_bnn.data.uci import parse_number
-from tfp_bnn.data.uci import text_lines
+
+# A time label that orders the rows: an ISO 8601 date (year, month, day,
+# time of day) without a time zone, or a plain number (a time step).
+_ISO_DATE = re.compile(r"[0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}"
+                       r"(?::[0-9]{2}(?:\.[0-9]+)?)?)?)?)?")
+
+
+def _times(labels):
+    """The labels as sortable times (datetime64 or float), or None if they are neither."""
+    if all(_ISO_DATE.fullmatch(label) for label in labels):
+        try:
+            return np.array([np.datetime64(label.replace(" ", "T")) for label in labels])
+        except ValueError:  # "2020-13": the shape of a date, not a date
+            return None
+    if all(is_number(label) for label in labels):
+        return np.array([float(label) for label in labels])
+    return None
+
+
+def _in_time_order(path, labels, values, line_numbers):
+    """Rows sorted by their time labels; a time given twice is a ValueError naming both lines."""
+    times = _times(labels)
+    if times is None:
+        return labels, values
+    order = np.argsort(times, kind="stable")
+    ordered = times[order]
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if same.size:
+        first, second = sorted((int(order[same[0]]), int(order[same[0] + 1])))
+        raise ValueError(f"{path}, lines {line_numbers[first]} and {line_numbers[second]}: "
+                         f"the time {labels[second]!r} appears twice; a series has one value "
+                         "per time step.")
+    return [labels[i] for i in order], values[order]
 
 
 def read_series_csv(path, value_column: int = 1) -> tuple:
-    r"""Reads a CSV with a header line and one (label, value) row per time step.
+    r"""Reads a CSV of one (label, value) row per time step, in time order.
+
+    A first row whose value column is a number is data (a file without a
+    header); any other first row is the header. When every label is an ISO
+    8601 date (`1749`, `1749-01`, `2020-01-31`, `2020-01-31T12:00`) or a
+    plain number, the rows are sorted by it: a newest-first or shuffled file
+    gives the same series as a sorted one. Other labels (say `Jan 1749`)
+    leave the rows in file order.
 
     Args:
         path: the file (str or path-like).
@@ -35,14 +77,15 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
             3.4e38) in magnitude, since models train in float32.
 
     Returns:
-        `(labels, values)`: a list of str and a float64 array, in file order.
+        `(labels, values)`: a list of str and a float64 array, in time
+        order (see above).
 
     Raises:
         ValueError: naming the file and the 1-based line for a row that is
-            too short, a value that is not such a number, or bytes that are
-            not text; naming the file for a missing, non-regular (FIFO,
-            device, directory), oversized or unreadable file or one with no
-            data row.
+            too short, a value that is not such a number, bytes that are
+            not text, or a time that appears twice; naming the file for a
+            missing, non-regular (FIFO, device, directory), oversized or
+            unreadable file or one with no data row.
 
     Example:
     >>> import os, tempfile
@@ -54,24 +97,32 @@ def read_series_csv(path, value_column: int = 1) -> tuple:
     """
     path = os.fspath(path)
     value_column = check.integer("value_column", value_column)
-    labels, values = [], []
+    labels, values, line_numbers = [], [], []
     rows = csv.reader(line for _, line in text_lines(path))
+    first = True
     try:
-        next(rows, None)  # the header
-        for line_number, row in enumerate(rows, start=2):
+        for row in rows:
+            # csv counts physical lines: a quoted field may span several.
+            line_number = rows.line_num
             if not row or all(not field.strip(ASCII_SPACE) for field in row):
                 continue
+            if first:
+                first = False
+                if not (len(row) > value_column
+                        and is_number(row[value_column].strip(ASCII_SPACE))):
+                    continue  # the header
             where = f"{path}, line {line_number}"
             if len(row) <= value_column:
                 raise ValueError(f"{where}: expected at least {value_column + 1} columns, "
                                  f"found {len(row)}.")
             values.append(parse_number(row[value_column].strip(ASCII_SPACE), where))
             labels.append(row[0].strip(ASCII_SPACE))
+            line_numbers.append(line_number)
     except csv.Error as error:
         raise ValueError(f"{path}, line {rows.line_num}: not valid CSV ({error}).") from None
     if not values:
         raise ValueError(f"{path}: the file holds no data rows.")
-    return labels, np.asarray(values, dtype=np.float64)
+    return _in_time_order(path, labels, np.asarray(values, dtype=np.float64), line_numbers)
 
 
 def sunspots_path() -> pathlib.Path:

@@ -21,10 +21,8 @@ from importlib import resources
 import numpy as np
 
 from tfp_bnn import _validation as check
-# The file-reading rules live in _text_files; `timeseries` imports the first
-# four (ASCII_SPACE, first_beyond_float32, parse_number, text_lines) from here.
+# The file-reading rules live in _text_files, shared with `timeseries`.
 from tfp_bnn.data._text_files import ASCII_SPACE
-from tfp_bnn.data._text_files import first_beyond_float32  # noqa: F401 - re-exported
 from tfp_bnn.data._text_files import naming_file_on_memory_error
 from tfp_bnn.data._text_files import parse_number
 from tfp_bnn.data._text_files import text_lines

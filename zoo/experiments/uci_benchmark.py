@@ -338,6 +338,9 @@ def main(argv=None):
     if args.model == "auto" and (args.validation or args.epochs is not None):
         parser.error(f"--model auto chooses its own settings on each split's training rows: "
                      f"{'--validation' if args.validation else '--epochs'} does not apply.")
+    if args.model != "auto" and args.budget_minutes is not None:
+        parser.error(f"--budget-minutes: only --model auto searches within a time budget; "
+                     f"{args.model!r} does not.")
     try:
         data = load_dataset(args.dataset)
     except ValueError as error:
@@ -351,7 +354,8 @@ def main(argv=None):
     def work():
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
                      num_samples=args.samples, validation=args.validation,
-                     budget_minutes=args.budget_minutes)
+                     budget_minutes=(auto_run.DEFAULT_BUDGET_MINUTES if args.budget_minutes
+                                     is None else args.budget_minutes))
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))
         return result, json.dumps(result, indent=1)

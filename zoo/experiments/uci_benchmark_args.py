@@ -23,8 +23,8 @@ def build_parser():
                              "the model and its epochs on each split's training rows; or "
                              "'best' for the hand-chosen model of the five shared datasets "
                              "(the record behind BENCHMARKS.md)")
-    parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=3.0,
-                        help="with --model auto: wall-time budget of each split's search "
+    parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
+                        help="only with --model auto: wall-time budget of each split's search "
                              "and refit (default 3)")
     parser.add_argument("--splits", type=flags.split_count, default=None,
                         help="run the first N splits (default: all, 5 for protein)")

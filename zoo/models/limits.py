@@ -17,6 +17,19 @@ SIZE_ARGUMENTS = ("hidden_units", "filters", "width", "ff_dim", "num_heads", "nu
                   "flow_length")
 
 
+def printable(text):
+    """`text` (a name from the command line or a directory) as valid UTF-8 for display.
+
+    Python keeps the bytes of a non-UTF-8 file name as lone surrogates
+    (PEP 383), which neither a UTF-8 terminal, a JSON reader nor a plot's
+    font can take; they are shown as `\\xff` escapes instead.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def shown(value, limit=40):
     """`value` for a message (a string quoted), shortened: a hostile one must not flood it."""
     text = str(value)

@@ -341,6 +341,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
 # resumed run trains the same model even where the wall-time budget would cut a repeated
 # search elsewhere.
 CHOICE_FILE = "auto_choice.json"
+CHECKPOINT_FILES = (CHOICE_FILE, CHOICE_FILE + ".tmp")  # what it may leave there
 
 
 def run_choice(x, y, key, backup_dir, name="the data", verbose=False):

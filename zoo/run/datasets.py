@@ -39,6 +39,7 @@ from tfp_bnn.data import load_digits
 from tfp_bnn.data import read_series_csv
 from tfp_bnn.data import sunspots_path
 from tfp_bnn.data.uci import concrete_path
+from zoo.models.limits import printable
 
 _PACKAGED = concrete_path().parent.parent
 # Built-in UCI tables: name -> directory holding data.txt (and the column
@@ -198,12 +199,13 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
     path = pathlib.Path(name).expanduser()
     if path.is_dir():
         data = UCIDataset(path, num_splits=NUM_SPLITS, seed=seed)
+        data.name = printable(data.name)  # shown in the output, results.json and plots
         standard = any(data.path.glob("index_train_*.txt"))
         return _uci_task(data, split, standard)
     # lexists, not is_file: a FIFO or device named like a .csv goes to the
     # reader, which refuses it by name without opening it.
     if os.path.lexists(path) and path.suffix.lower() == ".csv":
-        return _series_task(path, path.stem, split)
+        return _series_task(path, printable(path.stem), split)
     if os.path.lexists(path):
         raise ValueError(f"Dataset file {name!r} is not a .csv time series; a UCI table "
                          "goes in a directory (data.txt and its index files).")

@@ -313,7 +313,8 @@ def worker_path(out, strategy):
     return os.path.join(out, WORKERS, name)
 
 
-def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, save_interval=0.0):
+def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, save_interval=0.0,
+                    shared_files=()):
     """A checkpoint callback into this worker's `<dir>/.backup`.
 
     A `tfp_bnn.callbacks.AtomicBackupAndRestore` (Keras' BackupAndRestore
@@ -334,6 +335,7 @@ def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, sav
             is refused (see AtomicBackupAndRestore).
         delete_checkpoint: delete it when `fit` completes.
         save_interval: minimum seconds between saves (0: every epoch end).
+        shared_files: the caller's file names kept beside the checkpoint.
 
     Returns:
         A `tfp_bnn.callbacks.AtomicBackupAndRestore`.
@@ -347,7 +349,7 @@ def backup_callback(out, strategy, fingerprint=None, delete_checkpoint=True, sav
     return AtomicBackupAndRestore(os.path.join(worker_directory(out, strategy), BACKUP),
                                   fingerprint=fingerprint,
                                   delete_checkpoint=delete_checkpoint,
-                                  save_interval=save_interval)
+                                  save_interval=save_interval, shared_files=shared_files)
 
 
 def finish(out, directory, strategy):

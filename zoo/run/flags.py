@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 from zoo.models import limits
@@ -65,8 +66,20 @@ RUNNER_SETS = {
 }
 
 
+# Numbers as the data files write them (tfp_bnn.data.uci.parse_number; restated
+# so that parsing arguments does not import TensorFlow, and kept equal by
+# tests/zoo/run/test_flags.py): ASCII only. Python's int() and float() also
+# take "1_0", full-width digits and surrounding spaces, which a data file refuses.
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+INTEGER = re.compile(r"[+-]?[0-9]+")
+# Python's names of the non-finite floats, refused by name.
+_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
 def _int_between(text, low, high, what):
     try:
+        if not INTEGER.fullmatch(text):
+            raise ValueError(text)
         value = int(text)
     except ValueError:  # also a string of more than 4300 digits
         raise argparse.ArgumentTypeError(f"must be {what}, got {shown(text)}") from None
@@ -81,6 +94,16 @@ def _int_type(low, high):
     """An argparse type: an int from `low` (0 or 1) to `high`, else one line saying so."""
     what = "a positive int" if low == 1 else "a non-negative int"
     return lambda text: _int_between(text, low, high, what)
+
+
+def plain_int(text):
+    """argparse type: an int in ASCII digits, of any sign and size (checked later)."""
+    if not INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be an int, got {shown(text)}")
+    if len(text) > 4300:  # int()'s own limit on digits
+        raise argparse.ArgumentTypeError(f"must be an int of at most 4,300 digits, got "
+                                         f"{shown(text)}")
+    return int(text)
 
 
 # The int flags and their ranges; each line is a flag type of argparse.
@@ -98,11 +121,10 @@ def _number_type(unit, high, above_zero=False):
     span = f"above 0 and at most {high:,.0f}" if above_zero else f"from 0 to {high:,.0f}"
 
     def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
+        if not (NUMBER.fullmatch(text) or _NON_FINITE.fullmatch(text)):
             raise argparse.ArgumentTypeError(f"must be a number of {unit}, got "
-                                             f"{shown(text)}") from None
+                                             f"{shown(text)}")
+        value = float(text)
         if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)
                 and value <= high):
             raise argparse.ArgumentTypeError(f"must be a number of {unit} {span}, got "
@@ -183,8 +205,35 @@ class CollectOverrides(argparse.Action):
         setattr(namespace, self.dest, overrides)
 
 
+# A value after a flag that argparse would take for an option: "-inf", "-1e3"
+# ("-5" and "-.5" it reads as negative numbers itself).
+_NEGATIVE_VALUE = re.compile(r"-(?:[0-9.]|inf|nan)", re.IGNORECASE)
+
+
+def attach_negative_values(argv):
+    """`argv` with `--flag -inf` written as `--flag=-inf`, so that the flag's type judges
+    the value (argparse took `-inf` for an option and said 'expected one argument')."""
+    joined = []
+    for token in argv:
+        previous = joined[-1] if joined else ""
+        if (previous.startswith("--") and "=" not in previous and len(previous) > 2
+                and _NEGATIVE_VALUE.match(token)):
+            joined[-1] = f"{previous}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr (exit 2), usage left to --help."""
+    """An ArgumentParser whose errors are one line on stderr (exit 2), usage left to --help.
+
+    A negative value after a flag (`--budget-minutes -inf`) is the flag's
+    value, for its type to accept or refuse.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else args
+        return super().parse_known_args(attach_negative_values(list(args)), namespace)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} "
@@ -229,11 +278,11 @@ def run_parser(prog, description, epochs, num_samples, epochs_help, seed_help, s
     limits of the flag types, so a command can give 0 a meaning of its own.
     """
     parser = OneLineParser(prog=prog, description=description)
-    parser.add_argument("--epochs", type=int, default=epochs,
+    parser.add_argument("--epochs", type=plain_int, default=epochs,
                         help=f"{epochs_help} (default {epochs}, at most {MAX_EPOCHS:,})")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=plain_int, default=0,
                         help=f"{seed_help} (default 0, below 2**32)")
-    parser.add_argument("--samples", type=int, default=num_samples,
+    parser.add_argument("--samples", type=plain_int, default=num_samples,
                         help=f"{samples_help} (default {num_samples}, at most {MAX_SAMPLES:,})")
     return parser
 

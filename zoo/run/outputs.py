@@ -13,6 +13,8 @@ import os
 import numpy as np
 
 import tfp_bnn
+from tfp_bnn.callbacks.atomic_backup_and_restore import is_checkpoint_file
+from zoo.run import auto
 from zoo.run import distribute
 from zoo.run import plots as run_plots
 
@@ -21,9 +23,14 @@ STAGING = ".staging"
 
 def write_json(path, payload):
     temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
-        stream.write("\n")
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=2, sort_keys=True, allow_nan=True)
+            stream.write("\n")
+    except OSError as error:
+        if error.filename:
+            raise
+        raise OSError(error.errno, error.strerror, path) from None  # write() names no file
     os.replace(temporary, path)
 
 
@@ -96,4 +103,10 @@ def publish(staging, directory):
     for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
         directory.move_in(os.path.join(staging, name), name)
     directory.remove(STAGING)
-    directory.remove(distribute.BACKUP)
+    directory.remove(distribute.BACKUP, owned=checkpoint_file)
+
+
+def checkpoint_file(name):
+    """Whether the zoo wrote `name` in a run's checkpoint directory (the callback's files
+    and the choice of model 'auto'); only these are deleted with the checkpoint."""
+    return is_checkpoint_file(name) or name in auto.CHECKPOINT_FILES

@@ -7,6 +7,7 @@ import numpy as np
 from tfp_bnn import plots
 from tfp_bnn.plots import png_path
 from tfp_bnn.plots import save_figure
+from zoo.models.limits import printable
 
 # Logged by fit and KLScheduler: the objective and its two parts.
 CURVES = ("loss", "data_loss", "kl")
@@ -36,7 +37,7 @@ def training_curves(history: dict, path, title=None) -> str:
         axes.set_xlabel("epoch")
         axes.set_ylabel("per-example objective (nats)")
         axes.legend()
-        axes.set_title(title or "training")
+        axes.set_title(printable(title or "training"))  # a font takes no lone surrogates
     return save_figure(draw, path)
 
 
@@ -63,7 +64,7 @@ def predictions_vs_observed(y, mean, stddev, path, level_z=1.96, title=None) -> 
         axes.set_xlabel("observed")
         axes.set_ylabel("predicted")
         axes.legend()
-        axes.set_title(title or "test set")
+        axes.set_title(printable(title or "test set"))
     return save_figure(draw, path)
 
 
@@ -75,4 +76,4 @@ def task_plot(task, prediction, directory) -> str:
                                        title=f"{task.name}: test predictions")
     return plots.reliability_diagram(task.y_test, prediction.probs,
                                      os.path.join(directory, "reliability.png"),
-                                     title=f"{task.name}: reliability")
+                                     title=printable(f"{task.name}: reliability"))

@@ -35,6 +35,10 @@ import json
 import os
 import shutil
 
+from zoo.models.limits import printable
+from zoo.models.limits import shown
+from zoo.run import flags
+
 MARKER = ".zoo-run"
 LOCK = ".zoo-run.lock"
 _MARKER_TMP = MARKER + ".tmp"
@@ -101,12 +105,20 @@ def _is_locked(path):
 def check(path, finished="results.json", ignore=(WORKERS,)):
     """Refuses `path` as a run directory, or returns its absolute path. Writes nothing.
 
-    Refused (ValueError, one line): a file that is not a directory; a
-    directory another `train` holds; one with a finished run (`finished`
-    exists); a non-empty one without the marker; one with names the marker
-    does not list. `ignore`: names that never count (the workers' directory).
+    Refused (ValueError, one line): a path that is not UTF-8 (TensorFlow
+    cannot write under it); a file that is not a directory; a directory
+    another `train` holds; one with a finished run (`finished` exists); a
+    non-empty one without the marker; one with names the marker does not
+    list, or a symbolic link under a listed name. `ignore`: names that
+    never count (the workers' directory).
     """
     path = os.path.abspath(os.fspath(path))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # the bytes of a non-UTF-8 name (PEP 383)
+        raise ValueError(f"--out '{printable(path)}' is not a UTF-8 name; TensorFlow writes "
+                         "the model's files only under UTF-8 paths: choose another --out.") \
+            from None
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ValueError(f"--out {path!r} exists and is not a directory.")
     if not os.path.isdir(path):
@@ -132,6 +144,13 @@ def check_contents(path, finished="results.json", ignore=(WORKERS,)):
     if foreign:
         raise ValueError(f"--out {path!r} holds files the zoo did not write ({foreign[:3]}); "
                          "move them away or choose another directory.")
+    # The zoo makes no symbolic links: one under a listed name was put there
+    # by someone else, and following it would write or delete outside `path`.
+    linked = [name for name in present if os.path.islink(os.path.join(path, name))]
+    if linked:
+        raise ValueError(f"--out {path!r}: {linked[0]!r} is a symbolic link the zoo did not "
+                         "make; the zoo does not follow links out of its run directory: "
+                         "remove the link or choose another directory.")
     return listed
 
 
@@ -157,9 +176,13 @@ class RunDirectory:
                 json.dump(payload, stream, indent=2)
                 stream.write("\n")
             os.replace(temporary, os.path.join(self.path, MARKER))
-        except OSError:
+        except OSError as error:
             _remove(temporary)
-            raise
+            if error.filename:
+                raise
+            # A failed write() names no file; the message must.
+            raise OSError(error.errno, error.strerror, os.path.join(self.path, MARKER)) \
+                from None
 
     def add(self, name):
         """Lists `name` as the zoo's (before the zoo writes it)."""
@@ -184,14 +207,28 @@ class RunDirectory:
             shutil.rmtree(target)
         os.replace(source, target)
 
-    def remove(self, name):
-        """Deletes `path/name` if the zoo listed it, then unlists it."""
+    def remove(self, name, owned=None):
+        """Deletes `path/name` if the zoo listed it, then unlists it.
+
+        `owned`: for a directory, a predicate on the names in it that the
+        zoo wrote; only those are deleted, and the directory once empty (a
+        file someone put there keeps it, and it stays listed).
+        """
         files = self.listed()
         if name not in files:
             return
         target = os.path.join(self.path, name)
         if os.path.isdir(target) and not os.path.islink(target):
-            shutil.rmtree(target, ignore_errors=True)
+            if owned is None:
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                for entry in os.listdir(target):
+                    if owned(entry) and not os.path.isdir(os.path.join(target, entry)):
+                        _remove(os.path.join(target, entry))
+                try:
+                    os.rmdir(target)
+                except OSError:
+                    pass
         else:
             _remove(target)
         if not os.path.lexists(target):
@@ -289,6 +326,34 @@ def _read_json(path):
             return json.load(stream)
     except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{path} is corrupted: not valid JSON ({error}).") from None
+    except RecursionError:
+        raise ValueError(f"{path} is corrupted: its JSON is nested too deeply for a zoo "
+                         "run's file.") from None
+
+
+def missing_run_files(run_path, names):
+    """Why `run_path` cannot be a finished run: None, or one line naming what is wrong.
+
+    A file, not a directory, says so; a name that is a symbolic link loop
+    or a link to nothing is told apart from an absent file.
+    """
+    if os.path.lexists(run_path) and not os.path.isdir(run_path):
+        return f"{run_path!r} is not a directory (a zoo run is a directory)"
+    absent, links = [], []
+    for name in names:
+        path = os.path.join(run_path, name)
+        if os.path.exists(path):
+            continue
+        try:
+            os.stat(path)
+        except OSError as error:
+            if os.path.islink(path):
+                links.append(f"{name} is a symbolic link loop" if error.errno == errno.ELOOP
+                             else f"{name} is a symbolic link to nothing")
+                continue
+        absent.append(name)
+    wrong = ([f"missing {absent}"] if absent else []) + links
+    return f"{run_path!r} is not a finished zoo run: {'; '.join(wrong)}" if wrong else None
 
 
 def _count(value, low, high=None):
@@ -308,14 +373,19 @@ def read_run(config_path, results_path):
     if absent:
         raise ValueError(f"{config_path} is not a zoo run configuration "
                          f"(missing {absent}).")
+    # The ranges of --split and --seed: a larger seed would pick another
+    # split of the data, one that may mix training rows into the test set.
     checks = {"dataset": isinstance(config["dataset"], str) and config["dataset"] != "",
-              "split": _count(config["split"], 0), "seed": _count(config["seed"], 0),
+              "split": _count(config["split"], 0, flags.MAX_SPLIT),
+              "seed": _count(config["seed"], 0, flags.MAX_SEED),
               "num_samples": _count(config["num_samples"], 1, MAX_NUM_SAMPLES)}
     wrong = [key for key, good in checks.items() if not good]
     if wrong:
         raise ValueError(f"{config_path} is damaged: " + ", ".join(
-            f"{key} is {config[key]!r}" for key in wrong) + " (dataset must be a name or "
-            f"path, split and seed ints >= 0, num_samples an int in 1..{MAX_NUM_SAMPLES}).")
+            f"{key} is {shown(config[key])}" for key in wrong) + " (dataset must be a name or "
+            f"path, split an int in 0..{flags.MAX_SPLIT:,}, seed an int in "
+            f"0..{flags.MAX_SEED:,} as --seed takes, num_samples an int in "
+            f"1..{MAX_NUM_SAMPLES:,}).")
     if not isinstance(stored, dict):
         raise ValueError(f"{results_path} is not a zoo run's results (a JSON "
                          f"{type(stored).__name__}, not an object).")

@@ -125,7 +125,8 @@ def _fit(model, task, config, workdir, strategy_object):
     backup = distribute.backup_callback(workdir, strategy_object,
                                         fingerprint=run_fingerprint.fingerprint(config, task),
                                         delete_checkpoint=False,
-                                        save_interval=config["checkpoint_seconds"])
+                                        save_interval=config["checkpoint_seconds"],
+                                        shared_files=auto.CHECKPOINT_FILES)
     first = backup.restored_epoch()
     if first >= epochs:  # killed after training, before the results were written
         backup.restore(model)
@@ -178,7 +179,7 @@ def _auto_choice(task, key, backup_dir, verbose):
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        strategy="default", batch_size=None, num_samples=NUM_SAMPLES,
                        verbose=1, overrides=None, checkpoint_seconds=CHECKPOINT_SECONDS,
-                       budget_minutes=auto.DEFAULT_BUDGET_MINUTES):
+                       budget_minutes=None):
     """Trains `model_name` on `dataset`, scores it and writes the run directory.
 
     Every argument, the data and the model are checked before anything is
@@ -206,6 +207,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
             every epoch end); the last epoch is always saved.
+        budget_minutes: only for "auto": the search's wall-time budget (None:
+            `zoo.run.auto.DEFAULT_BUDGET_MINUTES`); a named model refuses it.
 
     Returns:
         The results dict (also in out/results.json on the chief).
@@ -218,9 +221,13 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         if given:
             raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
                              "apply (name a model to set it).")
-        budget_minutes = check.positive("budget_minutes", budget_minutes)
+        budget_minutes = check.positive("budget_minutes", auto.DEFAULT_BUDGET_MINUTES
+                                        if budget_minutes is None else budget_minutes)
     else:
         registry.get_spec(model_name)
+        if budget_minutes is not None:
+            raise ValueError(f"`budget_minutes` applies only to model 'auto' (a search within "
+                             f"a time budget); {model_name!r} trains for `epochs`.")
     batch_size = check.integer("batch_size", BATCH_SIZE if batch_size is None else batch_size)
     num_samples = check.integer("num_samples", num_samples)
     seed = check.seed(seed)
@@ -323,7 +330,7 @@ def _checked_score(model, task, num_samples, directory):
                 f"{k} {result[k]}" for k in bad) + ")")
     except (ValueError, ArithmeticError) as error:
         # Resuming would restore the same weights and fail the same way.
-        directory.remove(distribute.BACKUP)
+        directory.remove(distribute.BACKUP, owned=outputs.checkpoint_file)
         raise ValueError(f"Scoring the trained model on the test data of {task.name!r} "
                          f"overflowed: {error}. Check the data's scale (the predictions in its "
                          "units must stay finite). Removed the checkpoint; no results were "
@@ -347,10 +354,10 @@ def evaluate(run_dir_path, num_samples=None, seed=0):
     num_samples = check.integer("num_samples", num_samples, allow_none=True)
     paths = {name: os.path.join(run_dir_path, name)
              for name in ("config.json", "results.json", "model.keras")}
-    missing = [name for name, path in paths.items() if not os.path.exists(path)]
-    if missing:
-        raise ValueError(f"{run_dir_path!r} is not a finished zoo run: missing {missing} "
-                         "(train one with `python -m zoo train MODEL --dataset D --out DIR`).")
+    wrong = run_dir.missing_run_files(run_dir_path, list(paths))
+    if wrong:
+        raise ValueError(f"{wrong} (train one with `python -m zoo train MODEL --dataset D "
+                         "--out DIR`).")
     config, stored = run_dir.read_run(paths["config.json"], paths["results.json"])
     model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])

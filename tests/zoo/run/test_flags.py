@@ -94,3 +94,32 @@ def test_report_commands_refuse_an_existing_out_before_training(module, tmp_path
     assert exit_info.value.code == 2
     assert "already exists" in capsys.readouterr().err
     assert out.read_text() == "mine"
+
+
+def test_the_flags_read_numbers_as_the_data_files_do():
+    from tfp_bnn.data import _text_files  # noqa: PLC0415
+
+    assert flags.NUMBER.pattern == _text_files._NUMBER.pattern
+    for text in ["1", "-2", ".5", "+3.", "1e-3", "1E+05", "1_0", "\uff11\uff10", " 1", "0x1A",
+                 "1,5", "nan", "inf", ""]:
+        assert bool(flags.NUMBER.fullmatch(text)) == _text_files.is_number(text), text
+
+
+@pytest.mark.parametrize("parse", [flags.budget_minutes, flags.seconds, flags.epoch_count,
+                                   flags.seed, flags.plain_int])
+@pytest.mark.parametrize("text", ["1_0", "\uff11\uff10", " 10", "10 ", "0x1A"])
+def test_number_flags_refuse_what_a_data_file_refuses(parse, text):
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        parse(text)
+
+
+@pytest.mark.parametrize("argv, joined", [
+    (["--budget-minutes", "-inf"], ["--budget-minutes=-inf"]),
+    (["--checkpoint-seconds", "-1e3", "--quiet"], ["--checkpoint-seconds=-1e3", "--quiet"]),
+    (["--seed", "-NaN"], ["--seed=-NaN"]),
+    (["--quiet", "--epochs", "3"], ["--quiet", "--epochs", "3"]),
+    (["--out=x", "-5"], ["--out=x", "-5"]),
+    (["-h"], ["-h"]),
+])
+def test_a_negative_value_is_attached_to_its_flag(argv, joined):
+    assert flags.attach_negative_values(argv) == joined

@@ -147,6 +147,53 @@ def test_a_file_the_marker_does_not_list_is_never_replaced(interrupted, capsys):
     assert _snapshot(out) == before
 
 
+def _users_checkpoints(root):
+    folder = root / "ckpts"
+    folder.mkdir()
+    for name in ("epoch-1.weights.h5", "best.weights.h5", "notes.txt"):
+        (folder / name).write_bytes(b"the user's " + name.encode())
+    return folder
+
+
+def test_a_backup_replaced_by_a_symlink_is_refused_and_its_target_kept(interrupted, capsys):
+    # `ln -s ~/ckpts run/.backup` between the interrupted run and its rerun:
+    # the rerun would have deleted every *.weights.h5 in ~/ckpts.
+    out = interrupted
+    folder = _users_checkpoints(out.parent)
+    shutil.rmtree(out / ".backup")
+    (out / ".backup").symlink_to(folder)
+    before, theirs = _snapshot(out), _snapshot(folder)
+    _refused(_argv(out, epochs=3), capsys, "'.backup' is a symbolic link the zoo did not make")
+    assert _snapshot(out) == before and _snapshot(folder) == theirs
+
+
+def test_a_file_put_into_the_backup_is_refused_untouched(interrupted, capsys):
+    out = interrupted
+    (out / ".backup" / "best.weights.h5").write_bytes(b"the user's")
+    before = _snapshot(out)
+    _refused(_argv(out, epochs=3), capsys, "holds files the checkpoint did not write "
+                                           "(['best.weights.h5'])")
+    assert _snapshot(out) == before
+
+
+def test_a_file_dropped_into_the_backup_during_the_run_is_not_deleted(tmp_path, capsys):
+    out = tmp_path / "run"
+
+    class DropsAFile(runner.DivergenceGuard):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            if epoch == 1:  # the guard runs before the save: .backup holds epoch 1's
+                (out / ".backup" / "notes.txt").write_text("the user's notes")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "DivergenceGuard", DropsAFile)
+        code, _, lines = _main(_argv(out, epochs=2), capsys)
+    assert code == 0, lines
+    assert (out / "results.json").exists()
+    assert os.listdir(out / ".backup") == ["notes.txt"]
+    assert (out / ".backup" / "notes.txt").read_text() == "the user's notes"
+
+
 def test_a_file_dropped_in_during_the_run_is_not_replaced_at_publish(tmp_path, capsys):
     out = tmp_path / "run"
 
@@ -333,6 +380,16 @@ def test_disk_full_during_the_final_export_leaves_no_artifact(tmp_path, capsys):
     assert (out / "results.json").exists() and (out / "saved_model").is_dir()
 
 
+def test_a_full_disk_names_the_file_and_the_limit(tmp_path, capsys):
+    # 80 bytes: the marker holds its first two names, not a third; a failed
+    # write() names no file, and "File too large" alone says nothing of why.
+    out = tmp_path / "run"
+    line = _limited_train(out, 80, epochs=1, capsys=capsys)
+    assert f"File too large (writing {out / '.zoo-run'}: the file would pass the size " \
+           "limit on files (ulimit -f) or the disk is full)" in line
+    assert not (out / ".zoo-run.tmp").exists()
+
+
 def _permissions_enforced(tmp_path):
     probe = tmp_path / "probe"
     probe.mkdir()
@@ -416,8 +473,14 @@ def test_a_prediction_that_cannot_be_rescaled_keeps_no_checkpoint(tmp_path, caps
     ("results.json", "null", "results.json is not a zoo run's results (a JSON NoneType"),
     ("results.json", "[]", "results.json is not a zoo run's results (a JSON list"),
     ("results.json", {"rmse": "high"}, "results.json is damaged: rmse must be numbers"),
+    # Past --seed's range: another split of the data, mixing training rows into the test.
+    ("config.json", {"seed": 2**70}, "config.json is damaged: seed is 1180591620717411303424"),
+    ("config.json", {"split": 10**6}, "config.json is damaged: split is 1000000"),
+    ("results.json", "[" * 100_000 + "]" * 100_000, "results.json is corrupted: its JSON is "
+                                                    "nested too deeply"),
 ], ids=["config_null", "config_list", "config_split_str", "config_num_samples_huge",
-        "results_null", "results_list", "results_rmse_str"])
+        "results_null", "results_list", "results_rmse_str", "config_seed_2_to_70",
+        "config_split_10_to_6", "results_100000_deep"])
 def test_evaluate_names_the_damaged_file(name, damage, message, finished, tmp_path, capsys):
     run = tmp_path / "copy"
     shutil.copytree(finished, run)
@@ -428,3 +491,24 @@ def test_evaluate_names_the_damaged_file(name, damage, message, finished, tmp_pa
     line = _refused(["evaluate", str(run)], capsys, message, command="evaluate")
     assert str(run / name) in line
     assert _snapshot(run) == before
+
+
+def test_evaluate_of_a_file_says_it_is_not_a_directory(tmp_path, capsys):
+    run = tmp_path / "run.txt"
+    run.write_text("not a run")
+    _refused(["evaluate", str(run)], capsys, f"{str(run)!r} is not a directory",
+             command="evaluate")
+
+
+@pytest.mark.parametrize("link, message", [
+    ("model.keras", "model.keras is a symbolic link loop"),
+    ("elsewhere.keras", "model.keras is a symbolic link to nothing"),
+])
+def test_evaluate_tells_a_bad_link_from_a_missing_file(link, message, finished, tmp_path,
+                                                       capsys):
+    run = tmp_path / "copy"
+    shutil.copytree(finished, run)
+    (run / "model.keras").unlink()
+    (run / "model.keras").symlink_to(run / link)
+    line = _refused(["evaluate", str(run)], capsys, message, command="evaluate")
+    assert "missing" not in line

@@ -158,6 +158,7 @@ def test_auto_chooses_on_the_training_rows_then_trains_its_choice(tmp_path, monk
     assert config["auto"] == {"budget_minutes": 3.0, "decay_epochs": searched["max_epochs"]}
     assert _read(out / "results.json")["selection"] == selection
     assert math.isfinite(result["log_likelihood"])
+    assert not (out / ".backup").exists()  # the checkpoint and the stored choice are gone
 
 
 @pytest.mark.parametrize("kwargs, message", [
