@@ -153,7 +153,7 @@ def test_cli_page_has_every_command_help(site):
 # -- pages from README.md and BENCHMARKS.md -------------------------------------------------
 def test_getting_started_has_the_readme_commands(site):
     commands = re.findall(r"^pip install .*$", readme_section("Install and run"), re.M)
-    assert len(commands) == 2, commands
+    assert len(commands) >= 2, commands  # from GitHub, then the clone's main job and tests
     text = text_of(page(site, "getting-started"))
     for command in commands:
         assert command in text
