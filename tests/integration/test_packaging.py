@@ -65,6 +65,8 @@ def test_changelog_has_the_package_version():
     assert versions[1] == tfp_bnn.__version__  # the newest release is this version
     assert re.search(rf"^## \[{re.escape(tfp_bnn.__version__)}\] - \d{{4}}-\d\d-\d\d$",
                      changelog, re.M)
+    # The sdist carries it (the licence goes in through license-files).
+    assert "include CHANGELOG.md" in (ROOT / "MANIFEST.in").read_text(encoding="utf-8").split("\n")
 
 
 def test_pyproject_and_setup_py_agree_and_do_not_repeat_each_other():
