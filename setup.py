@@ -66,14 +66,15 @@ setup(
         # zoo models and the covariate-shift evaluation use.
         "digits": ["scikit-learn"],
         # tf_keras + tfp.layers are the reference the parity tests compare
-        # with; matplotlib for the plot tests; scikit-learn for the digits.
+        # with; scikit-learn for the digits (matplotlib, for the plot tests, is
+        # a core requirement).
         # nbclient runs the colab/ tutorials in the tests, nbformat reads
         # them, ipykernel is the Python kernel they run in. pytest-xdist runs
         # the suite in two processes (pytest.ini): most tests are small
         # models bound by Python overhead, so two workers on two cores took
         # the suite from 22 to 14 minutes.
         # The docs packages too: tests/docs builds the site with --strict.
-        "test": ["pytest", "pytest-xdist", "tf-keras", "matplotlib", "scikit-learn",
+        "test": ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
                  "nbclient", "nbformat", "ipykernel"] + DOCS,
         "docs": DOCS,
     },
