@@ -1,16 +1,11 @@
-"""Packaging for tfp-bnn: Bayesian deep learning for Keras 3 on TensorFlow Probability."""
+"""Packaging for tfp-bnn: Bayesian deep learning for Keras 3 on TensorFlow Probability.
 
-import pathlib
-import re
+The project's metadata (name, version, licence, description, README) is in
+pyproject.toml; this file holds what each needs a comment: the dependencies
+with the version ranges that were run, the extras, and the packaged data.
+"""
 
 from setuptools import find_packages, setup
-
-HERE = pathlib.Path(__file__).parent
-VERSION = re.search(
-    r'^__version__ = "([^"]+)"',
-    (HERE / "tfp_bnn" / "__init__.py").read_text(),
-    re.M,
-).group(1)
 
 # The documentation site (.ci/docs/mkdocs.yml; README, "Documentation"): MkDocs, the
 # static-site builder whose hooks (.ci/docs/hooks.py) make every page (1.6: generated
@@ -24,19 +19,10 @@ DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
         "mkdocs-jupyter>=0.26"]
 
 setup(
-    name="tfp-bnn",
-    version=VERSION,
-    description=(
-        "Bayesian neural network layers and ready models for Keras 3, "
-        "built on TensorFlow Probability."
-    ),
-    long_description=(HERE / "README.md").read_text(),
-    long_description_content_type="text/markdown",
-    license="Apache-2.0",
-    # The repository's address: colab/store_outputs.py writes it into the
-    # notebooks' Colab badges and install cells.
+    # The repository's address, also in pyproject.toml's [project.urls]: colab/store_outputs.py
+    # writes it into the notebooks' Colab badges and install cells, and .ci/docs/hooks.py
+    # links repository files to it.
     url="https://github.com/tfp-bnn/tfp_bnn",
-    python_requires=">=3.10",
     packages=find_packages(include=["tfp_bnn", "tfp_bnn.*", "zoo", "zoo.*"]),
     package_data={"tfp_bnn.data": ["concrete/*.txt", "concrete/*.md",
                                    "uci_sets/*/*.txt", "uci_sets/*/*.md", "uci_sets/*.md",
@@ -72,26 +58,24 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        # matplotlib draws the PNG plots of tfp_bnn.plots: an optional
-        # dependency, since training and prediction do not need it.
+        # matplotlib is a core requirement (above): `plots` names it again only so
+        # that install lines written with it (`pip install -e ".[plots]"`, the
+        # Colab notebooks' install cells) keep working. It adds nothing.
         "plots": ["matplotlib"],
         # scikit-learn ships the 8x8 digits (no download) that the node-BNN
         # zoo models and the covariate-shift evaluation use.
         "digits": ["scikit-learn"],
         # tf_keras + tfp.layers are the reference the parity tests compare
-        # with; matplotlib for the plot tests; scikit-learn for the digits.
+        # with; scikit-learn for the digits (matplotlib, for the plot tests, is
+        # a core requirement).
         # nbclient runs the colab/ tutorials in the tests, nbformat reads
         # them, ipykernel is the Python kernel they run in. pytest-xdist runs
         # the suite in two processes (pytest.ini): most tests are small
         # models bound by Python overhead, so two workers on two cores took
         # the suite from 22 to 14 minutes.
         # The docs packages too: tests/docs builds the site with --strict.
-        "test": ["pytest", "pytest-xdist", "tf-keras", "matplotlib", "scikit-learn",
+        "test": ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
                  "nbclient", "nbformat", "ipykernel"] + DOCS,
         "docs": DOCS,
     },
-    classifiers=[
-        "Programming Language :: Python :: 3",
-        "Topic :: Scientific/Engineering :: Artificial Intelligence",
-    ],
 )

@@ -6,13 +6,17 @@
                         [--strategy default|mirrored|multiworker] [--out DIR]
     python -m zoo evaluate DIR         reload a finished run and score it again
     python -m zoo benchmark uci --dataset DIR --model MODEL|auto [--splits N]
+    python -m zoo --version            the installed tfp-bnn's version
 
 DATASET is a built-in name (`python -m zoo list`), a directory in the UCI
 benchmark layout, or a .csv time series.
 """
 
 import argparse
+import ast
 import errno
+import importlib.util
+import pathlib
 import re
 import sys
 
@@ -29,12 +33,26 @@ SAMPLES_COST = ("time and memory grow with samples x test rows: 1,000,000 sample
 _override = flags.override
 
 
+def package_version():
+    """tfp_bnn's `__version__`, read from the file Python would import, without importing it.
+
+    Importing tfp_bnn starts TensorFlow (seconds); `--version` answers at once.
+    """
+    init = pathlib.Path(importlib.util.find_spec("tfp_bnn").origin)
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+                getattr(target, "id", None) == "__version__" for target in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"{init} assigns no __version__")
+
+
 def build_parser():
     parser = flags.OneLineParser(
         prog="python -m zoo",
         description="Ready Bayesian models: list them, train one, evaluate a run, run the "
                     "UCI benchmark. Without a command: the main job "
                     "(zoo.experiments.main_job).")
+    parser.add_argument("--version", action="version", version=f"tfp-bnn {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="ready models and built-in datasets")
 
@@ -249,7 +267,7 @@ def main(argv=None):
     a diverged training run with exit code 3; Ctrl-C with 130.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
+    if not argv or argv[0] not in COMMANDS + ("-h", "--help", "--version"):
         from zoo.experiments import main_job  # noqa: PLC0415 - parses before it starts TensorFlow
 
         return _run("", main_job.main, argv)

@@ -3,8 +3,10 @@
 Nothing is copied into .ci/docs; every page is generated here (MkDocs
 `File.generated`) from:
 
-- README.md: the text before `## Install and run` is the home page, that
-  section the getting-started page, `## From tfp.layers to tfp_bnn` the
+- README.md: the text before `## Install and run`, then that section's quick
+  start (up to its first `### `: the install commands and the first Python
+  example), is the home page, the whole section the getting-started page,
+  `## From tfp.layers to tfp_bnn` the
   migration page, `## Tutorials` the index of the tutorials, and every other
   `## ` section a guide page of its own (its headings one level up);
 - BENCHMARKS.md: the benchmarks page;
@@ -110,6 +112,27 @@ def readme_sections(text):
         else:
             intro.append(line)
     return "\n".join(intro), [(title, "\n".join(lines)) for title, lines in sections]
+
+
+def quick_start(section):
+    """`section` (a README section) up to its first `### ` heading, fences respected."""
+    lines, fenced = [], False
+    for line in section.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and line.startswith("### "):
+            break
+        lines.append(line)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def home_page(intro, sections):
+    """The home page's Markdown: the README's intro, the sections before the
+    getting-started one, then that section's quick start (install, first example)."""
+    titles = [title for title, _ in sections]
+    home = titles.index(GETTING_STARTED) if GETTING_STARTED in titles else len(titles)
+    start = [quick_start(sections[home][1])] if home < len(sections) else []
+    return "\n".join([intro] + [text for _, text in sections[:home]] + start)
 
 
 def repository_url(root):
@@ -347,8 +370,8 @@ def on_config(config):
         if title not in titles:
             log.warning(f"README.md has no '## {title}' section (hooks.README_PAGES)")
     home = titles.index(GETTING_STARTED) if GETTING_STARTED in titles else len(titles)
-    home_text = "\n".join([intro] + [text for _, text in sections[:home]])
-    _pages["index.md"] = rewrite_links(home_text, "index.md", site_paths, repo_url)
+    _pages["index.md"] = rewrite_links(home_page(intro, sections), "index.md", site_paths,
+                                       repo_url)
     guide, nav_pages = [], {}
     for title, text in sections[home:]:
         uri, nav_title = README_PAGES.get(title, (f"guide/{slugify(title, '-')}.md", title))

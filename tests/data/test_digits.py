@@ -91,5 +91,5 @@ def test_missing_scikit_learn_says_how_to_install(monkeypatch):
     # None in sys.modules makes `import sklearn` raise ImportError.
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    with pytest.raises(ImportError, match=r'pip install "tfp-bnn\[digits\]"'):
+    with pytest.raises(ImportError, match=r"install it with: pip install scikit-learn \("):
         load_digits()

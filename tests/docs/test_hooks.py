@@ -8,6 +8,7 @@ relies on can fail: a missing or unread docstring section is a warning
 import importlib.util
 import logging
 import pathlib
+import re
 
 import griffe
 import pytest
@@ -109,3 +110,60 @@ def test_public_objects_as_python_binds_them():
     # zoo's names are bound lazily by a module __getattr__; each resolves to its definition.
     assert zoo["build_model"].final_target.path == "zoo.models.registry.build_model"
     assert zoo["auto"].final_target.is_function
+
+
+# -- Home and Getting started: the README's install commands and first example (test_site.py
+# checks the built pages) --
+HOME_README = """# pkg
+
+Intro.
+
+## Install and run
+
+```bash
+pip install pkg
+```
+
+```python
+import pkg
+### not a heading: inside a fence
+```
+
+### Later
+
+Details.
+
+## Usage
+
+More.
+"""
+
+
+def test_home_page_is_the_intro_and_the_quick_start():
+    intro, sections = hooks.readme_sections(HOME_README)
+    home = hooks.home_page(intro, sections)
+    assert home.startswith("# pkg\n\nIntro.")
+    assert "pip install pkg" in home and "import pkg\n### not a heading" in home
+    assert "Details." not in home and "More." not in home
+
+
+def test_home_page_without_a_getting_started_section_is_the_whole_readme():
+    intro, sections = hooks.readme_sections(HOME_README.replace("## Install and run", "## Setup"))
+    home = hooks.home_page(intro, sections)
+    assert "pip install pkg" in home and "Details." in home and "More." in home
+
+
+def _first_python_block(text):
+    return re.search(r"^```python\n(.*?)^```", text, re.S | re.M).group(1)
+
+
+def test_readme_home_page_has_install_and_python_example():
+    readme = (ROOT / "README.md").read_text()
+    intro, sections = hooks.readme_sections(readme)
+    home = hooks.home_page(intro, sections)
+    getting_started = dict(sections)[hooks.GETTING_STARTED]
+    example = _first_python_block(readme)
+    assert "model.fit(" in example and "tfp_bnn.predict." in example
+    for page in (home, getting_started):
+        assert re.search(r"^pip install ", page, re.M)
+        assert _first_python_block(page) == example

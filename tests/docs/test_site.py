@@ -153,10 +153,22 @@ def test_cli_page_has_every_command_help(site):
 # -- pages from README.md and BENCHMARKS.md -------------------------------------------------
 def test_getting_started_has_the_readme_commands(site):
     commands = re.findall(r"^pip install .*$", readme_section("Install and run"), re.M)
-    assert len(commands) == 2, commands
+    assert len(commands) >= 2, commands  # from GitHub, then the clone's main job and tests
     text = text_of(page(site, "getting-started"))
     for command in commands:
         assert command in text
+
+
+def test_home_and_getting_started_show_the_python_example(site):
+    readme = (ROOT / "README.md").read_text()
+    example = re.search(r"^```python\n(.*?)^```", readme, re.S | re.M).group(1)
+    lines = [line.split("#")[0].strip() for line in example.splitlines()]
+    for path in ("", "getting-started"):
+        markup = page(site, path)
+        assert '<span class="kn">import</span>' in markup, path  # Python, highlighted
+        text = text_of(markup)
+        missing = [line for line in lines if line and line not in text]
+        assert not missing, (path, missing)
 
 
 def test_migration_page_has_the_tables(site):

@@ -81,3 +81,22 @@ def test_piped_train_under_mirrored_strategy(tmp_path):
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["epochs"] == 1
     assert not (tmp_path / "run" / ".backup").exists()
+
+
+def test_version_prints_the_package_version_and_exits_0(capsys):
+    import tfp_bnn  # noqa: PLC0415 - the version the package itself reports
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"tfp-bnn {tfp_bnn.__version__}\n"
+
+
+def test_version_answers_without_starting_tensorflow():
+    code = ("import sys, zoo.cli\n"
+            "try:\n    zoo.cli.main(['--version'])\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "print('tensorflow' in sys.modules, code)\n")
+    result = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.splitlines()[-1] == "False 0"

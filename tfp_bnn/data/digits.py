@@ -20,7 +20,9 @@ IMAGE_SHAPE = (8, 8, 1)
 # The digits' pixel values are counts of set bits in 4x4 blocks: 0..16.
 MAX_PIXEL = 16.0
 
-_INSTALL_HINT = 'pip install "tfp-bnn[digits]"'
+# tfp_bnn is installed from GitHub or a clone, not from PyPI, so the hint names scikit-learn
+# (`pip install -e ".[digits]"` in a clone adds the same).
+_INSTALL_HINT = "pip install scikit-learn (tfp_bnn's extra 'digits')"
 
 
 def _sklearn_digits():
