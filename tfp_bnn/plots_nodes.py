@@ -50,7 +50,8 @@ def node_posterior_marginals(layer, path=None, site="input", dims=(0, 1),
         num_samples: draws of z, an int >= 2.
         component: a component index, or None for the mixture.
         ax: optional `matplotlib.axes.Axes` for the joint histogram; None draws
-            on a new Figure. The marginals are its `child_axes` (top, right).
+            on a new Figure. The marginals are its `child_axes` (top, right),
+            drawn outside it: leave room above and to the right of `ax`.
 
     Returns:
         The `matplotlib.figure.Figure` drawn on.
