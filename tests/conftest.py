@@ -54,31 +54,6 @@ def _fixed_global_seeds():
 
 
 @pytest.fixture
-def record_figures(monkeypatch):
-    """`record_figures(module)` -> list of the Figures `module.save_figure` draws.
-
-    For the plot modules (`tfp_bnn.plots`, `tfp_bnn.plots_nodes`), whose
-    functions draw through `save_figure(draw, path)`: the tests inspect the artists.
-    """
-
-    def record(module):
-        figures = []
-        original = module.save_figure
-
-        def recording_save(draw, path):
-            def recording_draw(figure):
-                draw(figure)
-                figures.append(figure)
-
-            return original(recording_draw, path)
-
-        monkeypatch.setattr(module, "save_figure", recording_save)
-        return figures
-
-    return record
-
-
-@pytest.fixture
 def mixed_float16():
     """The global policy is mixed_float16 for this test, restored afterwards."""
     previous = keras.mixed_precision.global_policy()

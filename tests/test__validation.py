@@ -2,6 +2,7 @@
 
 import math
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -268,3 +269,32 @@ def test_size_minimum_is_in_the_message():
 
 def test_integers_takes_a_scalar_tensor_as_one_value():
     assert check.integers("kernel_size", tf.constant(3)) == (3,)
+
+
+# axes -----------------------------------------------------------------------------------------
+
+def test_axes_passes_an_axes_and_none():
+    figure_module = pytest.importorskip("matplotlib.figure")
+    ax = figure_module.Figure().add_subplot()
+    assert check.axes("ax", ax) is ax
+    assert check.axes("ax", None) is None
+
+
+@pytest.mark.parametrize("value, shown", [("ax", "str"), (np.zeros(2), "ndarray"), (3, "int")])
+def test_axes_refuses_in_one_line_naming_the_type(value, shown):
+    with _refused(rf"^`ax` must be a matplotlib Axes \(e\.g\. `figure\.add_subplot\(\)`\) or "
+                  rf"None, got {shown}\.$"):
+        check.axes("ax", value)
+
+
+def test_axes_refuses_a_figure_for_its_axes():
+    figure_module = pytest.importorskip("matplotlib.figure")
+    with _refused(r"^`panel` must be a matplotlib Axes .* got Figure\.$"):
+        check.axes("panel", figure_module.Figure())
+
+
+def test_axes_without_matplotlib_refuses_any_value(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.axes", None)
+    with _refused(r"^`ax` must be a matplotlib Axes"):
+        check.axes("ax", object())
+    assert check.axes("ax", None) is None

@@ -1,4 +1,4 @@
-"""Tests of tfp_bnn.plots: PNG output, what is drawn, validation and atomic writes."""
+"""Tests of tfp_bnn.plots: what is drawn, on which Axes, PNG output, validation, atomic writes."""
 
 import os
 import statistics
@@ -11,6 +11,8 @@ from tfp_bnn import metrics
 from tfp_bnn import plots
 
 matplotlib_image = pytest.importorskip("matplotlib.image")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # plots draws every figure at 6 x 4.5 inches, 100 dpi.
@@ -37,7 +39,7 @@ def _ood_scores(seed=0):
     return rng.normal(0.0, 1.0, size=150), rng.normal(1.5, 1.0, size=90)
 
 
-def _call(kind, path, **overrides):
+def _call(kind, path=None, **overrides):
     if kind == "reliability":
         labels, probs = _classification()
         kwargs = dict(labels=labels, probs=probs, path=path, num_bins=10)
@@ -62,7 +64,7 @@ KINDS = ["reliability", "band", "histograms"]
 def test_each_function_writes_a_readable_png(kind, tmp_path):
     path = tmp_path / f"{kind}.png"
     returned = _call(kind, path)
-    assert returned == str(path)
+    assert isinstance(returned, Figure) and len(returned.axes) == 1
     data = path.read_bytes()
     assert data[:8] == PNG_SIGNATURE and len(data) > 1000
     image = matplotlib_image.imread(path)
@@ -72,16 +74,10 @@ def test_each_function_writes_a_readable_png(kind, tmp_path):
     assert sorted(os.listdir(tmp_path)) == [f"{kind}.png"]  # no temporary left behind
 
 
-@pytest.fixture
-def drawn_figures(record_figures):
-    """Records the Figure each call draws, for inspecting its artists."""
-    return record_figures(plots)
-
-
-def test_reliability_diagram_draws_the_per_bin_accuracy_and_the_ece(tmp_path, drawn_figures):
+def test_reliability_diagram_draws_the_per_bin_accuracy_and_the_ece():
     labels, probs = _classification(1, n=300)
-    plots.reliability_diagram(labels, probs, tmp_path / "r.png", num_bins=8, title="Model A")
-    (ax,) = drawn_figures[0].axes
+    figure = plots.reliability_diagram(labels, probs, num_bins=8, title="Model A")
+    (ax,) = figure.axes
     curve = metrics.reliability_curve(labels, probs, 8)
     filled = curve.counts > 0
     bars = [patch for patch in ax.patches]
@@ -93,10 +89,10 @@ def test_reliability_diagram_draws_the_per_bin_accuracy_and_the_ece(tmp_path, dr
     assert ax.get_title() == "Model A"
 
 
-def test_regression_band_half_widths_are_normal_quantiles(tmp_path, drawn_figures):
+def test_regression_band_half_widths_are_normal_quantiles():
     x, y, mean, std = _regression(2)
-    plots.regression_band(x, y, mean, std, tmp_path / "b.png", levels=(0.5, 0.95))
-    (ax,) = drawn_figures[0].axes
+    figure = plots.regression_band(x, y, mean, std, levels=(0.5, 0.95))
+    (ax,) = figure.axes
     bands = {c.get_label(): c for c in ax.collections if c.get_label().endswith("band")}
     assert set(bands) == {"50% band", "95% band"}
     order = np.argsort(x)
@@ -118,17 +114,113 @@ def _upper_edge(vertices):
     return unique, np.array([ys[xs == value].max() for value in unique])
 
 
-def test_uncertainty_histograms_share_edges_and_report_the_auroc(tmp_path, drawn_figures):
+def test_uncertainty_histograms_share_edges_and_report_the_auroc():
     scores_in, scores_out = _ood_scores(3)
-    plots.uncertainty_histograms(scores_in, scores_out, tmp_path / "h.png", bins=12,
-                                 score_name="mutual information")
-    (ax,) = drawn_figures[0].axes
+    figure = plots.uncertainty_histograms(scores_in, scores_out, bins=12,
+                                          score_name="mutual information")
+    (ax,) = figure.axes
     area = metrics.auroc(scores_in, scores_out)
     assert ax.get_title() == f"mutual information: AUROC = {area:.3f}"
     assert ax.get_xlabel() == "mutual information"
     lefts = np.array([patch.get_x() for patch in ax.patches])
     assert lefts.size == 24
     np.testing.assert_allclose(lefts[:12], lefts[12:])  # one set of edges for both
+
+
+def _panels(columns=2):
+    """A Figure of the caller's own, with an Agg canvas and `columns` Axes."""
+    figure = Figure(figsize=(4.0 * columns, 3.0), dpi=50)
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(1, columns)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ax_draws_on_the_given_axes_returns_its_figure_and_writes_no_file(kind, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    figure, (left, right) = _panels()
+    right.plot([0, 1], [5, 6], label="mine")
+    returned = _call(kind, ax=right)
+    assert returned is figure
+    assert len(figure.axes) == 2 and not left.has_data()  # nothing on the other panel
+    assert right.has_data() and right.get_title()
+    assert "mine" in [line.get_label() for line in right.lines]  # the caller's line is kept
+    assert os.listdir(tmp_path) == []
+
+
+def test_ax_output_equals_the_new_figure_output():
+    x, y, mean, std = _regression(4)
+    own = plots.regression_band(x, y, mean, std).axes[0]
+    _, (ax, _) = _panels()
+    plots.regression_band(x, y, mean, std, ax=ax)
+    for drawn in (own, ax):
+        (line,) = drawn.lines
+        np.testing.assert_array_equal(line.get_xydata(), own.lines[0].get_xydata())
+        assert [c.get_label() for c in drawn.collections] == [
+            "95% band", "50% band", "data"]
+
+
+def test_ax_with_a_path_writes_the_whole_figure(tmp_path):
+    figure, (left, right) = _panels()
+    _call("reliability", tmp_path / "both.png", ax=left)
+    _call("histograms", tmp_path / "both.png", ax=right)
+    image = matplotlib_image.imread(tmp_path / "both.png")
+    assert image.shape[:2] == (150, 400)  # the caller's 8 x 3 inches at 50 dpi
+    assert sorted(os.listdir(tmp_path)) == ["both.png"]
+
+
+def test_ax_of_a_subfigure_returns_the_top_level_figure(tmp_path):
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    ax = figure.subfigures(1, 2)[1].add_subplot()
+    assert _call("band", tmp_path / "sub.png", ax=ax) is figure
+    assert (tmp_path / "sub.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "bad, shown",
+    [("left", "str"), ("figure", "Figure"), ("both", "ndarray")],
+)
+def test_a_bad_ax_is_one_value_error_and_draws_nothing(kind, bad, shown, tmp_path):
+    figure, (left, right) = _panels()
+    ax = {"left": "left", "figure": figure, "both": np.array([left, right])}[bad]
+    with pytest.raises(ValueError) as error:
+        _call(kind, tmp_path / "figure.png", ax=ax)
+    message = str(error.value)
+    assert message == f"`ax` must be a matplotlib Axes (e.g. `figure.add_subplot()`) or None, " \
+                      f"got {shown}."
+    assert "\n" not in message
+    assert not left.has_data() and not right.has_data()
+    assert os.listdir(tmp_path) == []
+
+
+def test_invalid_inputs_with_ax_draw_nothing_on_it():
+    _, (ax, _) = _panels()
+    with pytest.raises(ValueError, match="Mismatched lengths"):
+        _call("band", ax=ax, y=np.ones(59))
+    assert not ax.has_data() and ax.get_title() == ""
+
+
+def test_save_writes_any_figure_and_refuses_what_is_not_one(tmp_path):
+    figure, (left, _) = _panels()
+    left.plot([0, 1], [1, 0])
+    assert plots.save(figure, tmp_path / "mine.png") is figure
+    assert matplotlib_image.imread(tmp_path / "mine.png").shape[:2] == (150, 400)
+    with pytest.raises(ValueError, match="`figure` must be a matplotlib Figure, got Axes"):
+        plots.save(left, tmp_path / "axes.png")
+    with pytest.raises(ValueError, match=r"end in \.png"):
+        plots.save(figure, tmp_path / "mine.pdf")
+    assert os.listdir(tmp_path) == ["mine.png"]
+
+
+def test_figure_axes_gives_a_new_agg_figure_or_the_axes_own():
+    figure, ax = plots.figure_axes()
+    assert isinstance(figure.canvas, FigureCanvasAgg) and figure.axes == [ax]
+    assert tuple(figure.get_size_inches()) == (6.0, 4.5)
+    assert plots.figure_axes(ax) == (figure, ax)
+    with pytest.raises(ValueError, match="`ax` must be a matplotlib Axes"):
+        plots.figure_axes(figure)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,4 +1,4 @@
-"""Tests of tfp_bnn.plots_nodes: the node-posterior corner plot, its data and validation."""
+"""Tests of tfp_bnn.plots_nodes: the node-posterior corner plot, its data, its Axes, validation."""
 
 import os
 
@@ -11,6 +11,8 @@ from tfp_bnn.layers.node_conv2d import NodeConv2D
 from tfp_bnn.layers.node_dense import NodeDense
 
 matplotlib_image = pytest.importorskip("matplotlib.image")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EXPECTED_PIXELS = (450, 600)  # tfp_bnn.plots draws at 6 x 4.5 inches, 100 dpi
@@ -26,18 +28,12 @@ def _bimodal_layer(posterior="gaussian"):
     return layer
 
 
-@pytest.fixture
-def drawn_figures(record_figures):
-    """Records the Figure each call draws, for inspecting its artists."""
-    return record_figures(plots_nodes)
-
-
 @pytest.mark.parametrize("posterior", ["gaussian", "flow"])
 def test_writes_a_readable_png_and_nothing_else(posterior, tmp_path):
     path = tmp_path / "nodes.png"
     returned = plots_nodes.node_posterior_marginals(_bimodal_layer(posterior), path, dims=(0, 2),
                                                     num_samples=500)
-    assert returned == str(path)
+    assert isinstance(returned, Figure)
     data = path.read_bytes()
     assert data[:8] == PNG_SIGNATURE and len(data) > 1000
     image = matplotlib_image.imread(path)
@@ -46,21 +42,21 @@ def test_writes_a_readable_png_and_nothing_else(posterior, tmp_path):
     assert os.listdir(tmp_path) == ["nodes.png"]
 
 
-def _marginal_counts(figure):
-    """(top histogram, right histogram, 2-D histogram counts) of a drawn figure."""
-    joint, top, right = figure.axes[:3]
+def _marginal_counts(joint):
+    """(joint Axes, top histogram bars, right histogram bars) of a drawn corner plot."""
+    top, right = joint.child_axes
     top_bars = [(p.get_x(), p.get_height()) for p in top.patches]
     right_bars = [(p.get_y(), p.get_width()) for p in right.patches]
     return joint, top_bars, right_bars
 
 
-def test_mixture_shows_both_modes_and_a_component_only_its_own(tmp_path, drawn_figures):
+def test_mixture_shows_both_modes_and_a_component_only_its_own():
     layer = _bimodal_layer()
-    plots_nodes.node_posterior_marginals(layer, tmp_path / "all.png", num_samples=1000)
-    plots_nodes.node_posterior_marginals(layer, tmp_path / "one.png", num_samples=1000,
-                                         component=1)
-    for figure, lows, highs in ((drawn_figures[0], 0.5, 0.5), (drawn_figures[1], 0.0, 1.0)):
-        joint, top, right = _marginal_counts(figure)
+    mixture = plots_nodes.node_posterior_marginals(layer, num_samples=1000)
+    one = plots_nodes.node_posterior_marginals(layer, num_samples=1000, component=1)
+    for figure, lows, highs in ((mixture, 0.5, 0.5), (one, 0.0, 1.0)):
+        (joint,) = figure.axes
+        joint, top, right = _marginal_counts(joint)
         for bars in (top, right):
             edges = np.array([edge for edge, _ in bars])
             heights = np.array([height for _, height in bars])
@@ -73,8 +69,33 @@ def test_mixture_shows_both_modes_and_a_component_only_its_own(tmp_path, drawn_f
         counts = joint.collections[0].get_array()
         assert float(np.sum(counts)) == 1000
         assert joint.get_xlabel() == "z[0]" and joint.get_ylabel() == "z[1]"
-    assert "mixture" in drawn_figures[0].get_suptitle()
-    assert "component 1" in drawn_figures[1].get_suptitle()
+    assert "mixture" in mixture.axes[0].child_axes[0].get_title()
+    assert "component 1" in one.axes[0].child_axes[0].get_title()
+
+
+def test_ax_takes_the_joint_histogram_and_the_marginals_attach_to_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    figure = Figure(figsize=(10, 4), dpi=50)
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2)
+    returned = plots_nodes.node_posterior_marginals(_bimodal_layer(), num_samples=300, ax=right)
+    assert returned is figure and figure.axes == [left, right]
+    assert not left.has_data() and not left.child_axes
+    assert float(np.sum(right.collections[0].get_array())) == 300
+    assert right.get_xlabel() == "z[0]" and len(right.child_axes) == 2
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("ax", ["joint", Figure, np.zeros(2)])
+def test_a_bad_ax_is_one_value_error_and_writes_nothing(ax, tmp_path):
+    ax = ax() if ax is Figure else ax
+    with pytest.raises(ValueError) as error:
+        plots_nodes.node_posterior_marginals(_bimodal_layer(), tmp_path / "nodes.png",
+                                             num_samples=50, ax=ax)
+    message = str(error.value)
+    assert message.startswith("`ax` must be a matplotlib Axes") and "\n" not in message
+    assert type(ax).__name__ in message
+    assert os.listdir(tmp_path) == []
 
 
 def test_works_on_the_output_channels_of_a_conv_layer(tmp_path):

@@ -243,3 +243,21 @@ def constraint(name, value):
 def regularizer(name, value):
     """`value` (a Keras regularizer's name, instance or config, or None) as a regularizer."""
     return _keras_object("regularizers", name, value)
+
+
+def axes(name, value):
+    """`value` if it is a `matplotlib.axes.Axes` or None, else ValueError naming `name`.
+
+    matplotlib is imported only to check a value that is not None (it is an optional
+    dependency of the plot modules).
+    """
+    if value is None:
+        return None
+    try:
+        from matplotlib.axes import Axes  # noqa: PLC0415 - optional, only the plots need it
+    except ImportError:
+        Axes = ()  # without matplotlib nothing is an Axes
+    if not isinstance(value, Axes):
+        raise ValueError(f"`{name}` must be a matplotlib Axes (e.g. `figure.add_subplot()`) "
+                         f"or None, got {type(value).__name__}.")
+    return value

@@ -91,7 +91,6 @@ NO_TEST_FILE = {
                               "data, threads or --set refused on resume), "
                               "zoo/run/test_runner_interruption.py",
     "zoo/run/outputs.py": "the run directory's files: zoo/run/test_runner.py",
-    "zoo/run/plots.py": "the run's figures: zoo/run/test_runner.py",
 }
 
 

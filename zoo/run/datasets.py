@@ -51,6 +51,15 @@ UCI_BUILTIN = {
     "wine-quality-red": _PACKAGED / "uci_sets" / "wine-quality-red",
 }
 BUILTIN = tuple(sorted(list(UCI_BUILTIN) + ["digits", "sunspots"]))
+# What the built-in regression targets are, in their units (the tables' and
+# the series' descriptions in tfp_bnn/data), for the axes of the run's plots.
+TARGET_LABELS = {
+    "concrete": "compressive strength (MPa)",
+    "energy": "heating load (kWh/m^2)",
+    "yacht": "residuary resistance per unit weight of displacement",
+    "wine-quality-red": "quality score (0-10)",
+    "sunspots": "monthly mean sunspot number",
+}
 # Forecasting windows: two years of monthly values per input, the last 20
 # years of targets held out (as zoo.experiments.transformer_compare).
 WINDOW = 24
@@ -73,6 +82,8 @@ class Task:
         y_shift, y_scale: predictions * y_scale + y_shift are in the
             data's units (regression); 0 and 1 otherwise.
         kind: "table", "image" or "sequence" (what the inputs are).
+        target_label: what a regression target is, with its units, for
+            plot axes ("target" when the data do not say).
         split: the split index used.
         description: one line for progress output and results.
     """
@@ -90,6 +101,7 @@ class Task:
     kind: str = "table"
     split: int = 0
     description: str = ""
+    target_label: str = "target"
 
     @property
     def y_test_original(self) -> np.ndarray:
@@ -104,7 +116,7 @@ def _check_split(split, seed):
     return int(split), int(seed)
 
 
-def _uci_task(data: UCIDataset, split: int, standard: bool) -> Task:
+def _uci_task(data: UCIDataset, split: int, standard: bool, target_label="target") -> Task:
     if split >= len(data.splits):
         raise ValueError(f"`split` {split} is out of range: {data.name} has "
                          f"{len(data.splits)} splits (0-{len(data.splits) - 1}).")
@@ -120,10 +132,11 @@ def _uci_task(data: UCIDataset, split: int, standard: bool) -> Task:
         kind="table", split=split,
         description=(f"{data.name}: {len(arrays['x_train'])} train / "
                      f"{len(arrays['x_test'])} test, {origin} {split}"),
+        target_label=target_label,
     )
 
 
-def _series_task(path, name: str, split: int) -> Task:
+def _series_task(path, name: str, split: int, target_label="target") -> Task:
     if split != 0:
         raise ValueError(f"`split` must be 0 for a time series ({name} has one "
                          f"chronological split), got {split}.")
@@ -146,6 +159,7 @@ def _series_task(path, name: str, split: int) -> Task:
         kind="sequence", split=0,
         description=(f"{name}: {WINDOW}-step windows, {len(arrays['x_train'])} train / "
                      f"last {len(arrays['x_test'])} targets test"),
+        target_label=target_label,
     )
 
 
@@ -191,11 +205,11 @@ def load(dataset, split: int = 0, seed: int = 0) -> Task:
     if name in UCI_BUILTIN:
         data = UCIDataset(UCI_BUILTIN[name], num_splits=NUM_SPLITS, seed=seed)
         data.name = name
-        return _uci_task(data, split, standard=False)
+        return _uci_task(data, split, standard=False, target_label=TARGET_LABELS[name])
     if name == "digits":
         return _digits_task(split, seed)
     if name == "sunspots":
-        return _series_task(sunspots_path(), "sunspots", split)
+        return _series_task(sunspots_path(), "sunspots", split, TARGET_LABELS["sunspots"])
     path = pathlib.Path(name).expanduser()
     if path.is_dir():
         data = UCIDataset(path, num_splits=NUM_SPLITS, seed=seed)

@@ -87,7 +87,7 @@ def write_all(model, task, config, logs, result, prediction, staging):
         write_json(os.path.join(staging, "config.json"), config)
         write_json(os.path.join(staging, "history.json"), jsonable(logs))
         run_plots.training_curves(logs, os.path.join(staging, "training.png"),
-                                  title=config["model"])
+                                  title=config["model"], task=task.task)
         run_plots.task_plot(task, prediction, staging)
         _export(model, staging, task)
         write_json(os.path.join(staging, "results.json"), jsonable(result))
