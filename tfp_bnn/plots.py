@@ -1,7 +1,7 @@
 """Figures for calibration, predictive bands and OOD scores.
 
-matplotlib is an optional dependency (`pip install "tfp-bnn[plots]"`) and
-is imported only when a function runs. Each function draws on the
+matplotlib, a requirement of tfp_bnn, is imported only when a function
+runs, so importing this module stays cheap. Each function draws on the
 `matplotlib.axes.Axes` passed as `ax=` (a panel of your own figure, pyplot's
 included), or on a new `matplotlib.figure.Figure` with its own Agg canvas,
 which leaves the global pyplot backend and state untouched; it returns the
@@ -40,8 +40,8 @@ def _matplotlib():
         from matplotlib.figure import Figure
     except ImportError as err:
         raise ImportError(
-            'tfp_bnn.plots needs matplotlib: pip install "tfp-bnn[plots]" '
-            "(or pip install matplotlib)."
+            "tfp_bnn.plots needs matplotlib, a requirement of tfp_bnn that is "
+            "missing here: pip install matplotlib."
         ) from err
     return Figure, FigureCanvasAgg
 
