@@ -255,7 +255,9 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     `tf.saved_model.load` in a process that never imports tfp_bnn.
 
     Args:
-        model: a built Keras model with tfp_bnn stochastic layers.
+        model: a built Keras model with tfp_bnn stochastic layers; wrapped by
+            `with_preprocessing`, the endpoint takes raw inputs and its
+            summaries are in the target's units.
         path: directory to write; must not exist yet. Written to a hidden
             sibling and renamed at the end: a failed export leaves nothing.
         task: "regression" or "classification".
