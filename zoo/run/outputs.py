@@ -21,6 +21,7 @@ from zoo.run import distribute
 from zoo.run import plots as run_plots
 
 STAGING = ".staging"
+PREPROCESSING = "preprocessing.json"
 
 
 def write_json(path, payload):
@@ -48,9 +49,6 @@ def jsonable(value):
     return value
 
 
-PREPROCESSING = "preprocessing.json"
-
-
 def preprocessing(task):
     """The scaling statistics of `task` (what preprocessing.json holds): the model
     standardises raw inputs with x_mean / x_std and, for regression, answers in the
@@ -67,12 +65,10 @@ def preprocessing(task):
 
 def in_data_units(model, statistics, input_shape):
     """`model` wrapped to take raw inputs (and answer in the target's units), as exported."""
-    regression = statistics["y_mean"] is not None
     return tfp_bnn.export.with_preprocessing(
         model, x_mean=statistics["x_mean"], x_std=statistics["x_std"],
         y_mean=statistics["y_mean"], y_std=statistics["y_std"],
-        output=statistics["output"] if regression else "mean_log_variance",
-        input_shape=tuple(input_shape))
+        output=statistics["output"] or "mean", input_shape=tuple(input_shape))
 
 
 def _export(model, directory, task):
