@@ -100,6 +100,13 @@ def test_a_distribution_head_is_refused_not_rescaled():
         with_preprocessing(model, x_mean=X_MEAN, x_std=X_STD, y_mean=Y_MEAN, y_std=Y_STD)
 
 
+def test_a_model_with_two_outputs_is_refused():
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, [keras.layers.Dense(2)(inputs), keras.layers.Dense(2)(inputs)])
+    with pytest.raises(ValueError, match="single output; this one has 2 outputs"):
+        with_preprocessing(model, x_mean=X_MEAN, x_std=X_STD, y_mean=Y_MEAN, y_std=Y_STD)
+
+
 def test_a_subclassed_model_needs_its_input_shape():
     class Twice(keras.Model):
         def call(self, inputs):

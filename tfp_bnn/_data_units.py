@@ -112,5 +112,8 @@ def with_preprocessing(model, *, x_mean, x_std, y_mean=None, y_std=None,
     outputs = model(keras.layers.Normalization(axis=-1, mean=x_mean, variance=x_std ** 2,
                                                name="input_scaling")(inputs))
     if scaling is not None:
+        if isinstance(outputs, (list, tuple, dict)):
+            raise ValueError(f"with_preprocessing rescales a model's single output; this one "
+                             f"has {len(outputs)} outputs.")
         outputs = scaling(outputs)
     return keras.Model(inputs, outputs, name=f"{model.name}_in_data_units")
