@@ -14,6 +14,16 @@ serves stochastic and deterministic requests without touching state:
 Neither endpoint computes the KL term: serving graphs carry no training
 losses. The result loads with `tf.saved_model.load` in a process that does
 not import tfp_bnn (the graph uses only core TensorFlow ops).
+
+Serving raw data: a model trained on standardised inputs and targets expects
+standardised rows and answers in standardised units. Wrap it first with
+`with_preprocessing(model, x_mean=..., x_std=..., y_mean=..., y_std=...)`
+(the training split's statistics): the wrapped model standardises the raw
+inputs itself (`keras.layers.Normalization`) and maps its predictions back
+to the target's units (`tfp_bnn.layers.TargetScaling`), so its `.keras` file
+and the `serve(x_raw, num_samples)` of `export_predictive(wrapped, ...)` take
+raw rows and return the mean, standard deviation and variances in the data's
+units. `python -m zoo train` exports its models this way.
 """
 
 import keras
@@ -21,6 +31,7 @@ import tensorflow as tf
 
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
+from tfp_bnn._data_units import with_preprocessing  # noqa: F401 - public here
 from tfp_bnn._export_files import check_new_path
 from tfp_bnn._export_files import write
 from tfp_bnn.layers._tracing import forced_mean_trace
@@ -244,7 +255,9 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     `tf.saved_model.load` in a process that never imports tfp_bnn.
 
     Args:
-        model: a built Keras model with tfp_bnn stochastic layers.
+        model: a built Keras model with tfp_bnn stochastic layers; wrapped by
+            `with_preprocessing`, the endpoint takes raw inputs and its
+            summaries are in the target's units.
         path: directory to write; must not exist yet. Written to a hidden
             sibling and renamed at the end: a failed export leaves nothing.
         task: "regression" or "classification".

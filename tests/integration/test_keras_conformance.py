@@ -111,6 +111,8 @@ CASES = [
          (2, 3, 4), 26, 16, 8, 8, True),
     Case(layers.MCDropout, {"rate": 0.5, "seed": 0}, (2, 4), (2, 4), 0, 1, 1, 0, True),
     Case(layers.HomoscedasticNoise, {}, (2, 3), (2, 6), 1, 0, 0, 0, False),
+    Case(layers.TargetScaling, {"mean": 35.8, "std": 16.7, "output": "mean_log_variance"},
+         (2, 2), (2, 2), 0, 0, 0, 0, False, training_check=False),
     Case(layers.HeteroscedasticRegression, {"units": 2}, (2, 4), (2, 4), 2, 0, 0, 0, False),
     Case(layers.HeteroscedasticClassification, {"num_classes": 3, "num_samples": 4, "seed": 0},
          (2, 4), (2, 3), 2, 0, 1, 0, False),

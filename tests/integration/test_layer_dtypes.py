@@ -82,6 +82,8 @@ LAYERS = {
     "RandomFeatureGaussianProcess": (
         lambda: L.RandomFeatureGaussianProcess(3, num_inducing=8, seed=0), [(2, 4)]),
     "SpectralNormalization": (lambda: L.SpectralNormalization(keras.layers.Dense(3)), [(2, 4)]),
+    "TargetScaling": (lambda: L.TargetScaling(35.8, 16.7, output="mean_log_variance"),
+                      [(2, 2)]),
 }
 
 # The public layers that are not concrete (abstract bases) and the aliases of listed ones.

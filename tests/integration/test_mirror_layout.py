@@ -31,6 +31,7 @@ FREE_FORM = ("integration", "colab", "benchmarks", "docs")
 # Private module -> the test files (relative to tests/) that exercise it
 # through the public modules that use it.
 COVERED_THROUGH = {
+    "tfp_bnn/_data_units.py": ["test_export_preprocessing.py", "zoo/run/test_outputs.py"],
     "tfp_bnn/_export_files.py": ["test_export.py", "test_export_bad_input.py"],
     "tfp_bnn/_keras_archive.py": ["test_saving.py", "test_saving_hostile.py"],
     "tfp_bnn/_memory.py": ["predict/test_limits.py", "test_saving_hostile.py"],
@@ -90,7 +91,6 @@ NO_TEST_FILE = {
     "zoo/run/fingerprint.py": "the resume fingerprint: zoo/run/test_run_dir.py (changed "
                               "data, threads or --set refused on resume), "
                               "zoo/run/test_runner_interruption.py",
-    "zoo/run/outputs.py": "the run directory's files: zoo/run/test_runner.py",
 }
 
 

@@ -48,6 +48,7 @@ from tfp_bnn.layers.one_hot_categorical import OneHotCategorical
 from tfp_bnn.layers.random_feature_gaussian_process import RandomFeatureGaussianProcess
 from tfp_bnn.layers.random_feature_gaussian_process import mean_field_logits
 from tfp_bnn.layers.spectral_normalization import SpectralNormalization
+from tfp_bnn.layers.target_scaling import TargetScaling
 from tfp_bnn.layers.variational_gaussian_process import VariationalGaussianProcess
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "OneHotCategorical",
     "RandomFeatureGaussianProcess",
     "SpectralNormalization",
+    "TargetScaling",
     "VariationalGaussianProcess",
     "mean_field_logits",
 ]

@@ -81,6 +81,9 @@ class Task:
         num_classes: number of classes (classification), else None.
         y_shift, y_scale: predictions * y_scale + y_shift are in the
             data's units (regression); 0 and 1 otherwise.
+        x_shift, x_scale: the inputs' training statistics, one per feature
+            (the last axis) or one number: raw inputs are
+            x * x_scale + x_shift (0 and 1 for inputs used as loaded).
         kind: "table", "image" or "sequence" (what the inputs are).
         target_label: what a regression target is, with its units, for
             plot axes ("target" when the data do not say).
@@ -98,6 +101,8 @@ class Task:
     num_classes: int | None = None
     y_shift: float = 0.0
     y_scale: float = 1.0
+    x_shift: np.ndarray | float = 0.0
+    x_scale: np.ndarray | float = 1.0
     kind: str = "table"
     split: int = 0
     description: str = ""
@@ -107,6 +112,12 @@ class Task:
     def y_test_original(self) -> np.ndarray:
         """Test targets in the data's units."""
         return np.asarray(self.y_test, np.float64) * self.y_scale + self.y_shift
+
+    @property
+    def x_test_original(self) -> np.ndarray:
+        """Test inputs in the data's units (float32, as a model is served them)."""
+        return (np.asarray(self.x_test, np.float64) * self.x_scale
+                + self.x_shift).astype(np.float32)
 
 
 def _check_split(split, seed):
@@ -129,6 +140,8 @@ def _uci_task(data: UCIDataset, split: int, standard: bool, target_label="target
         input_shape=(data.x.shape[1],),
         y_shift=float(np.ravel(arrays["y_scaler"].mean)[0]),
         y_scale=float(np.ravel(arrays["y_scaler"].std)[0]),
+        x_shift=np.asarray(arrays["x_scaler"].mean, np.float64),
+        x_scale=np.asarray(arrays["x_scaler"].std, np.float64),
         kind="table", split=split,
         description=(f"{data.name}: {len(arrays['x_train'])} train / "
                      f"{len(arrays['x_test'])} test, {origin} {split}"),
@@ -156,6 +169,8 @@ def _series_task(path, name: str, split: int, target_label="target") -> Task:
         x_test=arrays["x_test"], y_test=arrays["y_test"],
         input_shape=(WINDOW, 1),
         y_shift=float(np.ravel(scaler.mean)[0]), y_scale=float(np.ravel(scaler.std)[0]),
+        # Inputs and targets are the same quantity, scaled alike.
+        x_shift=float(np.ravel(scaler.mean)[0]), x_scale=float(np.ravel(scaler.std)[0]),
         kind="sequence", split=0,
         description=(f"{name}: {WINDOW}-step windows, {len(arrays['x_train'])} train / "
                      f"last {len(arrays['x_test'])} targets test"),

@@ -1,8 +1,10 @@
 """What a finished zoo run writes, and how: staged first, moved in with results.json last.
 
 `zoo.run.runner` trains and scores; this module writes config.json,
-history.json, the plots, model.keras, the predictive SavedModel and
-results.json into the run directory's `.staging`, then moves them into the
+history.json, the plots, preprocessing.json (the scaling statistics),
+model.keras and the predictive SavedModel (both of the model wrapped by
+`tfp_bnn.export.with_preprocessing`: raw inputs in, the target's units out)
+and results.json into the run directory's `.staging`, then moves them into the
 run directory (`publish`), results.json last, so a directory holding
 results.json is complete.
 """
@@ -19,6 +21,7 @@ from zoo.run import distribute
 from zoo.run import plots as run_plots
 
 STAGING = ".staging"
+PREPROCESSING = "preprocessing.json"
 
 
 def write_json(path, payload):
@@ -46,16 +49,37 @@ def jsonable(value):
     return value
 
 
-def _export(model, directory, task):
-    """model.keras and the predictive SavedModel into `directory`."""
-    model.save(os.path.join(directory, "model.keras"))
-    signature = None
-    if not getattr(model, "inputs", None):
-        import tensorflow as tf  # noqa: PLC0415 - only subclassed models need it
+def preprocessing(task):
+    """The scaling statistics of `task` (what preprocessing.json holds): the model
+    standardises raw inputs with x_mean / x_std and, for regression, answers in the
+    target's units through y_mean / y_std (None for classification)."""
+    width = task.input_shape[-1]
+    regression = task.task == "regression"
+    return {"task": task.task,
+            "x_mean": np.broadcast_to(np.asarray(task.x_shift, np.float64), (width,)).tolist(),
+            "x_std": np.broadcast_to(np.asarray(task.x_scale, np.float64), (width,)).tolist(),
+            "y_mean": float(task.y_shift) if regression else None,
+            "y_std": float(task.y_scale) if regression else None,
+            "output": "mean_log_variance" if regression else None}
 
-        signature = [tf.TensorSpec((None,) + tuple(task.input_shape), "float32")]
-    tfp_bnn.export.export_predictive(model, os.path.join(directory, "saved_model"),
-                                     task=task.task, input_signature=signature)
+
+def in_data_units(model, statistics, input_shape):
+    """`model` wrapped to take raw inputs (and answer in the target's units), as exported."""
+    return tfp_bnn.export.with_preprocessing(
+        model, x_mean=statistics["x_mean"], x_std=statistics["x_std"],
+        y_mean=statistics["y_mean"], y_std=statistics["y_std"],
+        output=statistics["output"] or "mean", input_shape=tuple(input_shape))
+
+
+def _export(model, directory, task):
+    """preprocessing.json, then model.keras and the predictive SavedModel of the model
+    wrapped to take raw inputs and answer in the data's units, into `directory`."""
+    statistics = preprocessing(task)
+    write_json(os.path.join(directory, PREPROCESSING), statistics)
+    wrapped = in_data_units(model, statistics, task.input_shape)
+    wrapped.save(os.path.join(directory, "model.keras"))
+    tfp_bnn.export.export_predictive(wrapped, os.path.join(directory, "saved_model"),
+                                     task=task.task)
 
 
 def make_staging(directory):

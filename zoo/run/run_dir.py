@@ -396,3 +396,15 @@ def read_run(config_path, results_path):
         raise ValueError(f"{results_path} is damaged: {', '.join(wrong)} "
                          "must be numbers.")
     return config, stored
+
+
+def read_preprocessing(path):
+    """A run's preprocessing.json (its scaling statistics) checked, or None when the run has
+    none (a run from before the zoo exported models that take raw inputs)."""
+    if not os.path.lexists(path):
+        return None
+    statistics = _read_json(path)
+    keys = ("x_mean", "x_std", "y_mean", "y_std")
+    if not isinstance(statistics, dict) or any(key not in statistics for key in keys):
+        raise ValueError(f"{path} is damaged: it must be a JSON object with {list(keys)}.")
+    return statistics

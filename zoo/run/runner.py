@@ -8,8 +8,13 @@ A run directory holds, when the run finished:
     training.png     the training curves
     predictions.png  regression: observed vs predicted, 95% intervals
     reliability.png  classification: the reliability diagram
-    model.keras      the trained model (loads with safe_mode=True)
-    saved_model/     SavedModel serving the Monte Carlo predictive
+    preprocessing.json  the training split's scaling statistics (x_mean,
+                     x_std; y_mean, y_std for regression)
+    model.keras      the trained model (loads with safe_mode=True), taking
+                     raw inputs and answering in the data's units
+    saved_model/     SavedModel serving the Monte Carlo predictive of raw
+                     inputs: serve(x, num_samples) returns the mean, stddev
+                     and variances in the target's units
 
 Everything is written into a staging directory first and moved in at the
 end, `results.json` last, so a directory with results.json is complete and
@@ -94,19 +99,26 @@ def _check_out(out, strategy_object):
     return run_dir.check(workdir)
 
 
-def score(model, task: datasets.Task, num_samples=NUM_SAMPLES):
+def score(model, task: datasets.Task, num_samples=NUM_SAMPLES, raw_inputs=False):
     """Test metrics of `model` on `task`, in the data's units (`zoo.run.scoring.score`).
+
+    `raw_inputs`: `model` takes the test inputs in the data's units and answers in the
+    target's (a run's exported model, `zoo.run.outputs.in_data_units`); otherwise it takes
+    them standardised and its predictions are mapped back with the task's statistics.
 
     Returns:
         (metrics dict, prediction). Regression: rmse, log_likelihood (mean
         nats per point), coverage_95, mean_stddev. Classification:
         accuracy, nll, ece (15 bins), brier. Both: num_samples, num_test.
     """
+    x = task.x_test_original if raw_inputs else task.x_test
     if task.task == "regression":
         y, shift, scale = task.y_test_original.reshape(-1, 1), task.y_shift, task.y_scale
+        if raw_inputs:
+            shift, scale = 0.0, 1.0
     else:
         y, shift, scale = task.y_test, 0.0, 1.0
-    result, prediction = scoring.score(model, task.x_test, y, task.task, num_samples,
+    result, prediction = scoring.score(model, x, y, task.task, num_samples,
                                        shift=shift, scale=scale)
     del result["predict_seconds"]
     result["num_samples"] = 1 if scoring.sampling_free(model) else num_samples
@@ -341,6 +353,11 @@ def _checked_score(model, task, num_samples, directory):
 def evaluate(run_dir_path, num_samples=None, seed=0):
     """Reloads a finished run's model and data and scores it again.
 
+    A run with preprocessing.json exported its model wrapped to take raw inputs
+    (`zoo.run.outputs.in_data_units`): it is scored on the test inputs in the
+    data's units. An older run's model.keras takes standardised inputs and is
+    scored on those, as when it was trained.
+
     Returns:
         (stored results, fresh metrics). The fresh ones differ from the
         stored ones only by Monte Carlo noise (another seed of the T draws).
@@ -359,8 +376,10 @@ def evaluate(run_dir_path, num_samples=None, seed=0):
         raise ValueError(f"{wrong} (train one with `python -m zoo train MODEL --dataset D "
                          "--out DIR`).")
     config, stored = run_dir.read_run(paths["config.json"], paths["results.json"])
+    raw_inputs = run_dir.read_preprocessing(os.path.join(run_dir_path, outputs.PREPROCESSING))
     model = tfp_bnn.saving.load_model(paths["model.keras"], safe_mode=True)
     task = datasets.load(config["dataset"], split=config["split"], seed=config["seed"])
     keras.utils.set_random_seed(seed)
-    fresh, _ = score(model, task, num_samples or config["num_samples"])
+    fresh, _ = score(model, task, num_samples or config["num_samples"],
+                     raw_inputs=raw_inputs is not None)
     return stored, fresh

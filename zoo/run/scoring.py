@@ -54,11 +54,14 @@ NUM_BINS = 15
 def sampling_free(model) -> bool:
     """Whether one deterministic pass gives `model`'s predictive distribution.
 
-    True for a transformer regressor trained by moment propagation (its
-    outputs are the propagated mean and variance); every other ready model
-    needs Monte Carlo samples.
+    True for a regressor trained by moment propagation (dvi_mlp, the
+    transformer on its moments path: its outputs are the propagated mean and
+    variance), also when wrapped to take raw inputs
+    (`tfp_bnn.export.with_preprocessing` nests it in a functional model);
+    every other ready model needs Monte Carlo samples.
     """
-    return getattr(model, "training_path", None) == "moments"
+    nested = [layer for layer in getattr(model, "layers", []) if isinstance(layer, keras.Model)]
+    return any(getattr(inner, "training_path", None) == "moments" for inner in [model] + nested)
 
 
 def fit(model, x, y, epochs, batch_size=32, seed=None, callbacks=(), verbose=0,

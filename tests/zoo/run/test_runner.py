@@ -34,7 +34,8 @@ def test_regression_run_writes_every_artifact(regression_run):
     out, result = regression_run
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([".zoo-run", "config.json", "history.json", "model.keras",
-                            "predictions.png", "results.json", "saved_model", "training.png"])
+                            "predictions.png", "preprocessing.json", "results.json",
+                            "saved_model", "training.png"])
     for png in ("predictions.png", "training.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
     stored = _read(out / "results.json")
@@ -58,12 +59,15 @@ def test_regression_run_model_and_saved_model_reload(regression_run):
     out, _ = regression_run
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
     task = datasets.load("concrete", split=0, seed=1)
-    assert model.predict(task.x_test[:4], verbose=0).shape == (4, 2)
+    raw = task.x_test_original[:5]  # both take raw rows and answer in MPa
+    assert model.predict(raw[:4], verbose=0).shape == (4, 2)
     served = tf.saved_model.load(str(out / "saved_model"))
-    summary = served.serve(tf.constant(task.x_test[:5]), tf.constant(20))
+    summary = served.serve(tf.constant(raw), tf.constant(20))
     assert summary["mean"].shape[0] == 5
     assert np.all(np.isfinite(summary["stddev"].numpy()))
     assert np.all(summary["stddev"].numpy() > 0)
+    # Concrete strengths lie in 2-83 MPa; standardised predictions would sit near 0.
+    assert np.all((summary["mean"].numpy() > 2.0) & (summary["mean"].numpy() < 100.0))
 
 
 def test_finished_run_directory_is_not_overwritten(regression_run):
@@ -104,6 +108,8 @@ def test_classification_run_and_evaluate(tmp_path):
     # Ten balanced classes: chance is 0.1; six epochs of a LeNet beat it.
     assert result["accuracy"] > 0.2
     assert (out / "reliability.png").read_bytes()[:8] == PNG_MAGIC
+    statistics = _read(out / "preprocessing.json")  # inputs as loaded; probabilities as they are
+    assert statistics["y_mean"] is None and statistics["x_std"] == [1.0]
     stored, fresh = runner.evaluate(out, num_samples=20)
     assert stored["accuracy"] == pytest.approx(result["accuracy"])
     assert set(fresh) >= {"accuracy", "nll", "ece", "brier"}
