@@ -2,9 +2,9 @@
 
 Answers the question "is the trained posterior multi-modal?" for a
 node-based BNN (Trinh et al. 2022) by sampling: draw z from a `NodeDense` /
-`NodeConv2D` posterior and show the two marginals and their joint. Same conventions as `tfp_bnn.plots`:
-matplotlib imported only when the function runs, a private Agg canvas, and
-an atomic write of `path`.
+`NodeConv2D` posterior and show the two marginals and their joint. Same
+conventions as `tfp_bnn.plots`: matplotlib imported only when the function
+runs, a private Agg canvas, and an atomic write of `path`.
 """
 
 import numpy as np

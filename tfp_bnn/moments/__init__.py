@@ -3,8 +3,9 @@
 Pushes the mean and covariance of activations through a transformer block
 (Vaswani et al. 2017) whose weights have independent Gaussian (mean-field)
 posteriors, instead of sampling weights, as deterministic variational
-inference does for MLPs (Wu et al. 2019). Every function takes and returns `Moments(mean, cov,
-mode)` (see `tfp_bnn.moments.gaussian`): mode "full" keeps the covariance
+inference does for MLPs (Wu et al. 2019). Every function takes and
+returns `Moments(mean, cov, mode)` (see `tfp_bnn.moments.gaussian`): mode
+"full" keeps the covariance
 of all tokens and features of an example, mode "diagonal" only variances.
 The functions are pure TensorFlow (batch first, float32) and compile
 under tf.function(jit_compile=True). `select_token` and `mean_over_tokens`
@@ -32,8 +33,8 @@ Taylor rules, a constant LayerNorm divisor, independent residual branches):
   (`method="linearized"`) the whole normalisation is linearised with its
   Jacobian (P - mu mu^T / I) / s at the mean input, which removes the
   radial part of the noise as a sampled LayerNorm does ("constant" keeps
-  the constant-divisor rule). Measured in a block: first LayerNorm's variance error
-  0.374 -> 0.113 (full), 0.352 -> 0.226 (diagonal).
+  the constant-divisor rule). Measured in a block: first LayerNorm's
+  variance error 0.374 -> 0.113 (full), 0.352 -> 0.226 (diagonal).
 - The feed-forward residual y + z is not treated as independent: by default
   (`residual_covariance=True`) the first-order Cov[y, z] = M2^T D_Phi
   M1^T Cov[z] is kept, and for a random block input the attention

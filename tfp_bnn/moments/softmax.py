@@ -8,8 +8,8 @@ row mean:
     J_a = diag(p_a) - p_a p_a^T,  p_a = phi(mu_a)
 
 (each row is expanded around its own mean). Full mode applies this to
-every pair of rows (a, b) of a slice, so cross-row covariance (e.g. from keys shared by all queries) is
-propagated. Diagonal mode keeps only Var[phi_i(w_a)] = sum_j J_aij^2 v_aj.
+every pair of rows (a, b) of a slice, so cross-row covariance (e.g. from
+keys shared by all queries) is propagated. Diagonal mode keeps only Var[phi_i(w_a)] = sum_j J_aij^2 v_aj.
 
 A boolean mask removes positions: masked entries get probability exactly 0
 and, since their rows and columns of J are 0, neither carry nor pass on
