@@ -3,7 +3,7 @@
     python benchmarks/moments.py           # ~4-5 minutes on 2 CPU cores
     python benchmarks/moments.py --quick   # smoke run, tiny sizes
 
-The issue's target: one moment-propagation forward pass (diagonal) against
+The target: one moment-propagation forward pass (diagonal) against
 T = 100 Monte Carlo forward passes of the same Bayesian block and batch,
 >= 30x faster, with a predictive log-likelihood within 0.05 nats per point
 of the Monte Carlo one; and how time and memory of the full mode grow with J.

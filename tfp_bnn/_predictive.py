@@ -5,8 +5,8 @@ graph, float32) read a model's sampled outputs with the same functions here, and
 return with the same words:
 
 - what a model outputs (`output=`): `REGRESSION_OUTPUTS`, `CLASSIFICATION_OUTPUTS`;
-- what a predictive returns: `REGRESSION_SUMMARIES` (seed 004, eq. 67) and
-  `CLASSIFICATION_SUMMARIES` (seed 003, sec. 2), made by `regression_summaries` and
+- what a predictive returns: `REGRESSION_SUMMARIES` (Kendall and Gal 2017) and
+  `CLASSIFICATION_SUMMARIES` (Houlsby et al. 2011), made by `regression_summaries` and
   `classification_summaries`; `RegressionPrediction.summaries()` and
   `ClassificationPrediction.summaries()` return the dict the export serves.
 

@@ -244,7 +244,7 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     num_samples. It returns, per input:
 
     - task="regression": "mean", "stddev" (total), "epistemic_variance",
-      "aleatoric_variance" (seed 004, eq. 67);
+      "aleatoric_variance" (Kendall and Gal 2017);
     - task="classification": "probabilities" (mean over samples),
       "predictive_entropy", "expected_entropy", "mutual_information";
 

@@ -244,7 +244,7 @@ def _output_size(width, mode):
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class MomentGaussianNLL(keras.losses.Loss):
-    """Joint Gaussian NLL of D outputs under a propagated covariance (seed 000, eq. 13).
+    """Joint Gaussian NLL of D outputs under a propagated covariance.
 
     The data term of training by moment propagation: the network returns the
     mean of its D outputs and their covariance (propagated through the

@@ -2,7 +2,7 @@
 
 Dropout training with L2 weight decay is variational inference in a
 Bayesian network (Gal and Ghahramani 2016, "Dropout as a Bayesian
-approximation", sec. 4 and appendix; seed 004, eqs. 44-46). A Gaussian prior
+approximation", sec. 4 and appendix). A Gaussian prior
 with length-scale l on the weights (prior precision l^2), Bernoulli(1 - p)
 unit masks (p = dropout rate), N training points and Gaussian observation
 noise of precision tau fix the weight decay:
@@ -14,8 +14,8 @@ Here lambda is the factor of `keras.regularizers.L2(lambda)` (which adds
 lambda * sum(w^2) to a loss averaged over the batch), as in Gal's UCI
 experiments. At prediction the homoscedastic aleatoric variance is 1/tau:
 pass `noise_variance=1 / tau` to `tfp_bnn.predict.regression`. The predictive
-variance is then 1/tau + the variance of the T sampled outputs (seed 004,
-eq. 54).
+variance is then 1/tau + the variance of the T sampled outputs (Gal and
+Ghahramani 2016, appendix, predictive variance).
 """
 
 from tfp_bnn import _validation as check

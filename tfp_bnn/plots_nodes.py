@@ -1,12 +1,11 @@
 """Corner plot of a node-based layer's posterior over two of its nodes.
 
-Answers the seed's question "how do we know if the trained model is
-multi-modal? (can we generate samples and plot one or two dimensions?)"
-(seed 001): draw z from a `NodeDense` / `NodeConv2D` posterior and show the
-two marginals and their joint. Same conventions as `tfp_bnn.plots`:
-matplotlib imported only when the function runs, drawn on a given Axes or
-a new off-screen Figure, which is returned, and an atomic write of an
-optional `path`.
+Answers the question "is the trained posterior multi-modal?" for a
+node-based BNN (Trinh et al. 2022) by sampling: draw z from a `NodeDense` /
+`NodeConv2D` posterior and show the two marginals and their joint. Same
+conventions as `tfp_bnn.plots`: matplotlib imported only when the function
+runs, drawn on a given Axes or a new off-screen Figure, which is returned,
+and an atomic write of an optional `path`.
 """
 
 import numpy as np

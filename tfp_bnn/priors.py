@@ -61,7 +61,7 @@ tfd = tfp.distributions
 def _normal_kl(loc, scale, prior_loc, prior_scale):
     """Sum over elements of KL(N(loc, scale^2) || N(prior_loc, prior_scale^2)).
 
-    seed 003, eq. (1); the same value as tfd.kl_divergence between the two
+    The closed form for diagonal Gaussians; the same value as tfd.kl_divergence between the two
     Normals, with fewer element-wise passes over the weights. The prior's
     parameters broadcast against the weights (scalars or weight-shaped).
     """
@@ -185,7 +185,7 @@ class ScaleMixturePrior(Prior):
     sigma1 > sigma2 so that the first component is the wide one and the
     second concentrates many weights near zero. There is no closed-form KL
     from a Gaussian posterior to this prior, so layers use the Monte Carlo
-    estimate log q(w) - log p(w) at the sampled weights (seed 002, step 4).
+    estimate log q(w) - log p(w) at the sampled weights (Blundell et al. 2015, sec. 3.2).
 
     Args:
         pi: weight of the wide component, in (0, 1).

@@ -43,7 +43,7 @@ def log_one_plus_tanh_prime_m(s, raw):
 
     1 + (1 - tanh^2 s)(-1 + softplus(raw)) = tanh^2 s + sech^2 s * softplus(raw):
     two non-negative terms, so no cancellation when m(raw) is close to -1
-    (seed 001: det J of a planar step is 1 + h'(w^T z + b) w^T u_hat). Both
+    (Rezende & Mohamed 2015: det J of a planar step is 1 + h'(w^T z + b) w^T u_hat). Both
     squares come from e = exp(-2|s|), which neither overflows nor loses sech^2
     to rounding for large |s|. softplus(raw) is floored at the smallest normal
     number: where it underflows (raw < -87 in float32) the step is singular in

@@ -1,4 +1,4 @@
-"""Batch normalization as a flow (Dinh et al. 2017; seed 001, batch norm)."""
+"""Batch normalization as a flow (Dinh et al. 2017)."""
 
 import tensorflow as tf
 
@@ -9,7 +9,7 @@ from tfp_bnn.flows import _common
 class BatchNormFlow(_common.FlowBijector):
     """y = exp(log_scale) * (z - mean) / sqrt(variance + epsilon) + shift.
 
-    An element-wise affine map for given statistics (seed 001):
+    An element-wise affine map for given statistics (Dinh et al. 2017):
 
         log|det J| = sum_i (log_scale_i - log(variance_i + epsilon) / 2),
         z = (y - shift) exp(-log_scale) sqrt(variance + epsilon) + mean.

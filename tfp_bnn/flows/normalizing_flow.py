@@ -90,7 +90,7 @@ class NormalizingFlow(keras.layers.Layer):
     """A chain of K normalizing-flow steps with trainable parameters.
 
     Maps z_0 of shape [..., D] to z_K = f_K o ... o f_1(z_0) and returns the
-    summed log-determinant, so that (seed 001)
+    summed log-determinant, so that (Rezende & Mohamed 2015)
 
         log q_K(z_K) = log q_0(z_0) - sum_k log|det J_k(z_{k-1})|.
 

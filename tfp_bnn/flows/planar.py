@@ -1,4 +1,4 @@
-"""Planar flow (Rezende & Mohamed 2015; seed 001, planar flow)."""
+"""Planar flow (Rezende & Mohamed 2015)."""
 
 import tensorflow as tf
 
@@ -8,7 +8,7 @@ from tfp_bnn.flows import _common
 class Planar(_common.FlowBijector):
     """One planar step y = z + u_hat tanh(w^T z + b).
 
-    seed 001: J = I + h'(w^T z + b) u_hat w^T, det J = 1 + h'(w^T z + b) w^T u_hat.
+    Jacobian: J = I + h'(w^T z + b) u_hat w^T, det J = 1 + h'(w^T z + b) w^T u_hat.
     With h = tanh (h' in (0, 1]) the step is invertible iff w^T u_hat >= -1.
     That holds by construction: u is unconstrained and
 

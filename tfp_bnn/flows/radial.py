@@ -1,4 +1,4 @@
-"""Radial flow (Rezende & Mohamed 2015; seed 001, radial flow)."""
+"""Radial flow (Rezende & Mohamed 2015)."""
 
 import tensorflow as tf
 
@@ -13,7 +13,7 @@ class Radial(_common.FlowBijector):
 
         alpha = softplus(alpha_raw) > 0,  beta = -alpha + softplus(beta_raw).
 
-    seed 001, with h = 1 / (alpha + r):
+    Rezende & Mohamed 2015, with h = 1 / (alpha + r):
 
         log|det J| = (D - 1) log(1 + beta h) + log(1 + beta h - beta r h^2).
 

@@ -1,4 +1,4 @@
-"""Orthogonal Sylvester flow with Householder Q (van den Berg et al. 2018; seed 001)."""
+"""Orthogonal Sylvester flow with Householder Q (van den Berg et al. 2018)."""
 
 import tensorflow as tf
 
@@ -33,7 +33,7 @@ class Sylvester(_common.FlowBijector):
     """One Sylvester step y = z + Q R tanh(R~ Q^T z + b).
 
     Q [D, M] has orthonormal columns (M <= D Householder reflections), R and
-    R~ are M x M upper triangular. seed 001: det J = det(I + S R~ Q^T Q R)
+    R~ are M x M upper triangular. Then det J = det(I + S R~ Q^T Q R)
     with S = diag(h'), and Q^T Q = I leaves a triangular matrix, so
 
         log|det J| = sum_i log|1 + h'(a_i) r_ii r~_ii|,  a = R~ Q^T z + b.

@@ -33,7 +33,7 @@ class BayesianConvBase(ConvShapes, BayesianLayer):
 
 
 class ConvReparameterization(BayesianConvBase):
-    """A convolution whose kernel is sampled once per call (seed 002, sec. 3.2)."""
+    """A convolution whose kernel is sampled once per call (Blundell et al. 2015, sec. 3.2)."""
 
     def _variational_call(self, inputs, training):
         return reparameterization_call(self, inputs, training)

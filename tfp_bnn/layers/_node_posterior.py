@@ -4,7 +4,7 @@ Per site ("input" / "output"), a uniform mixture of K components: a diagonal
 Gaussian N(mu_k, sigma_k^2), sigma_k = softplus(rho_k), optionally pushed
 through one normalizing flow shared by the components; the prior is
 N(prior_mean, prior_stddev^2) per node. `tfp_bnn.layers.node_base` states
-the model, the component assignment and the KL estimator (seed 001).
+the model, the component assignment and the KL estimator (Trinh et al. 2022).
 """
 
 import math
@@ -102,7 +102,7 @@ class NodePosterior:
 
         log q0(z0) = sum(-eps^2 / 2 - log sigma - log(2 pi) / 2) with
         z0 = mu + sigma eps; the prior is taken at z = NF(z0), not at z0
-        (see the module docstring for the deviation from seed 001).
+        (`tfp_bnn.layers.node_base` says why).
         """
         log_q0 = tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale) - _HALF_LOG_2PI, -1)
         standard = (z - self.prior_mean) / self.prior_stddev

@@ -2,7 +2,7 @@
 
     KL(q || p) summed over the weights, closed form where TFP has one
     (kl_estimator "analytic", or "auto" when the prior has it), else the
-    one-sample Monte Carlo estimate log q(w) - log p(w) (seed 002).
+    one-sample Monte Carlo estimate log q(w) - log p(w) (Blundell et al. 2015).
 
 The layer adds kl_weight * KL with `add_loss` once per outer call (see
 `_kl_tracking`) and logs it in its `kl` tracker.
@@ -92,7 +92,7 @@ class VariationalKL(StochasticLayer):
 
         mean + perturbation is a posterior sample: while training with the
         reparameterization estimator it is the very kernel of the forward pass
-        (seed 002, step 4); in mean mode it is still a genuine sample.
+        (Blundell et al. 2015, sec. 3.2); in mean mode it is still a genuine sample.
         """
         if draw.kl is not None:
             return draw.kl

@@ -20,7 +20,7 @@ with kl_weight = 1/N for N training examples (set by
 `tfp_bnn.callbacks.KLScheduler(num_examples=N)` or passed as `kl_weight=`).
 Summed over the M = N/B batches of an epoch this is (1/B) times Blundell et
 al.'s minibatch objective with the KL spread evenly over the batches
-(seed 002, eq. 8).
+(Blundell et al. 2015, eq. 8).
 """
 
 import keras
@@ -68,7 +68,7 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
             `KLScheduler` sets it (a warning is raised if training starts
             with it unset).
         kl_estimator: "analytic" (closed-form KL, needs a prior with one),
-            "mc" (log q(w) - log p(w) at a posterior sample, seed 002), or
+            "mc" (log q(w) - log p(w) at a posterior sample, Blundell et al. 2015), or
             "auto" (analytic when TFP has it, else Monte Carlo).
         bayesian_bias: if True the bias gets a posterior and a prior too;
             the default is a deterministic bias, as in TFP.

@@ -11,7 +11,7 @@ from tfp_bnn.layers._shapes import fix_last_dim
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class BayesianLayerNormalization(BayesianLayer):
-    """Layer normalization with a Gaussian gain and shift (seed 000, sec. 2 and 4.5).
+    """Layer normalization (Ba et al. 2016) with a Gaussian gain and shift.
 
     Normalises each position over its last axis and applies a random gain
     g [d] (the layer's "kernel") and a random shift b [d] (its bias):
@@ -20,10 +20,11 @@ class BayesianLayerNormalization(BayesianLayer):
 
     mu and sigma^2 the mean and variance of a over the last axis, computed in
     float32 whatever the compute dtype. Each call draws one (g, b) ~ q shared
-    by the batch (reparameterization, seed 002 sec. 3.2) and adds
+    by the batch (reparameterization, Blundell et al. 2015, sec. 3.2) and adds
     kl_weight * KL(q || p) of both to the layer's losses. Inside
     `tfp_bnn.predict` the gain and shift samples s meet tile s by
-    broadcasting. The seed's G^1, B^1, G^2, B^2 are two of these layers.
+    broadcasting. A `BayesianTransformerBlock` holds two of these layers
+    (G^1, B^1 and G^2, B^2).
 
     Args:
         axis: the normalised axis; only -1 (the last) is supported.

@@ -76,10 +76,10 @@ def masked_softmax(scores, mask):
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class BayesianMultiHeadAttention(keras.layers.Layer):
-    """`keras.layers.MultiHeadAttention` with Gaussian projection weights (seed 000, sec. 2).
+    """`keras.layers.MultiHeadAttention` with Gaussian projection weights.
 
-    The per-head W^Q_h, W^K_h, W^V_h and the output W^O of the seed's
-    transformer block are the kernels of four variational Dense layers,
+    The per-head W^Q_h, W^K_h, W^V_h and the output W^O of a transformer
+    block (Vaswani et al. 2017) are the kernels of four variational Dense layers,
     `query_dense`, `key_dense`, `value_dense` and `output_dense`; head h is
     columns h*K:(h+1)*K of a projection (head-major):
 

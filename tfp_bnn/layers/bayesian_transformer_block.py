@@ -19,9 +19,9 @@ _SEEDS = {"attention": 0, "norm1": 5, "ffn1": 6, "ffn2": 7, "norm2": 8, "dropout
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class BayesianTransformerBlock(keras.layers.Layer):
-    """One transformer block with Gaussian weights (seed 000, sec. 1.2-2, Figure 1).
+    """One transformer block (Vaswani et al. 2017) with Gaussian weights.
 
-    Post-norm, as in the seed's flow diagram:
+    Post-norm, as in the original transformer:
 
         A = MultiHeadAttention(X, X, X)          W^Q_h, W^K_h, W^V_h, W^O
         Z = LayerNorm_1(X + dropout(A))          G^1, B^1
@@ -177,7 +177,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def moment_parameters(self):
-        """The posterior moments of every random weight, by the seed's names.
+        """The posterior moments of every random weight, by the names above.
 
         Returns:
             dict with keys "query", "key", "value", "output" (the attention

@@ -7,7 +7,7 @@ from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 
 def reparameterization_call(layer, inputs, training):
-    """One kernel sample w ~ q shared by the batch (seed 002, sec. 3.2).
+    """One kernel sample w ~ q shared by the batch (Blundell et al. 2015, sec. 3.2).
 
     y = activation(x (*) w + b) with w = mean + perturbation, (*) the layer's
     matmul or convolution; adds kl_weight * KL at that sample. Used by every
@@ -28,7 +28,7 @@ class DenseReparameterization(BayesianDenseBase):
     """Densely connected layer whose kernel is a random variable.
 
     Keras 3 counterpart of TFP's `DenseReparameterization` (tf_keras only). Each call
-    draws one kernel w = loc + softplus(rho) * eps (seed 002, sec. 3.2) that
+    draws one kernel w = loc + softplus(rho) * eps (Blundell et al. 2015, sec. 3.2) that
     the whole batch shares, computes `activation(inputs @ w + bias)`, and adds
     kl_weight * KL(q(w) || p(w)) to the layer's losses.
 

@@ -105,7 +105,7 @@ class DenseVariational(BayesianDenseBase):
     computes `activation(inputs @ kernel + bias)`, and adds
     kl_weight * KL(q || p) to the layer's losses: exact with
     `kl_use_exact=True`, otherwise TFP's default one-sample Monte Carlo
-    estimate log q(w) - log p(w) at the w of the forward pass (seed 002).
+    estimate log q(w) - log p(w) at the w of the forward pass (Blundell et al. 2015).
 
     TFP's regression tutorial (`posterior_mean_field`, `prior_trainable`) is
 
@@ -212,7 +212,7 @@ class DenseVariational(BayesianDenseBase):
         self._kernel_prior_built = self.prior.build(self, "prior", (joint.size,))
 
     def _variational_call(self, inputs, training):
-        """One w ~ q for the batch, split into kernel and bias (seed 002, sec. 3.2)."""
+        """One w ~ q for the batch, split into kernel and bias (Blundell et al. 2015, sec. 3.2)."""
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()
         draw = self._draw(self.kernel_params, seeds[0])

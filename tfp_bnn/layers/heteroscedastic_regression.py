@@ -1,8 +1,8 @@
 """Regression head predicting a mean and a log variance per output.
 
 Kendall and Gal (2017) let the network predict its own noise level,
-[y_hat, sigma^2] = f(x) (seed 004, eq. 64), and train it with the Gaussian
-NLL written in s = log sigma^2 (eq. 66), which `tfp_bnn.losses.GaussianNLL`
+[y_hat, sigma^2] = f(x), and train it with the Gaussian
+NLL written in s = log sigma^2, which `tfp_bnn.losses.GaussianNLL`
 implements. This head is the last layer of such a network.
 """
 
@@ -65,7 +65,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
 
     One inner projection maps the features to 2 * units raw values: the
     means, then one raw noise value r per output, turned into s = log sigma^2
-    (seed 004, eq. 64) by `parameterization`:
+    (Kendall and Gal 2017) by `parameterization`:
 
         "scale" (default):   sigma = sigma_min + softplus(r),  s = 2 log sigma
         "log_variance":      s = r   (Kendall and Gal's unbounded s)

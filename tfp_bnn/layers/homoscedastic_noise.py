@@ -12,8 +12,8 @@ class HomoscedasticNoise(keras.layers.Layer):
     """Appends one learned log noise variance per output to predicted means.
 
     A homoscedastic regression model has y = f(x) + eps, eps ~ N(0, sigma^2)
-    with one sigma^2 for all inputs (1 / tau in Gal and Ghahramani 2016,
-    seed 004). Learning s = log sigma^2 by maximum likelihood, alongside the
+    with one sigma^2 for all inputs (1 / tau in Gal and Ghahramani
+    2016). Learning s = log sigma^2 by maximum likelihood, alongside the
     weights, replaces the grid search over tau of the papers. The layer's
     output has the layout of `HeteroscedasticRegression`, [means, s], so the
     same loss (`tfp_bnn.losses.GaussianNLL`) and the same predictive

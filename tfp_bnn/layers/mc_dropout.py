@@ -15,8 +15,8 @@ class MCDropout(keras.layers.Layer):
 
     A network with dropout before its weight layers is a variational
     approximation of a Bayesian network whose weights are the rows of M
-    switched on or off by Bernoulli variables (seed 004, eqs. 40-46 and
-    62-63). Averaging T stochastic forward passes estimates the predictive
+    switched on or off by Bernoulli variables (Gal and Ghahramani 2016,
+    sec. 3 and appendix). Averaging T stochastic forward passes estimates the predictive
     mean; their spread is the epistemic uncertainty. `keras.layers.Dropout`
     is the identity at inference, so it cannot do this; `MCDropout` drops
     units with probability `rate` (scaling the kept ones by 1/(1-rate)) in

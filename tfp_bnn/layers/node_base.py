@@ -2,7 +2,7 @@
 
 A node-based BNN keeps the weights U, b deterministic (point estimates,
 ordinary Keras weights) and makes the nodes random: latent multiplicative
-variables z scale the layer's inputs and/or outputs (seed 001):
+variables z scale the layer's inputs and/or outputs:
 
     f(x) = act(z_out o (U (z_in o x) + b))
 
@@ -13,13 +13,13 @@ Every example (row of the batch) gets its own z, in training and at
 inference; mean mode (`tfp_bnn.set_mean_mode`) replaces the draws at
 inference by the component's centre: z = mu_k for the Gaussian, NF(mu_k)
 for flows (the image of the base mean, not the mean of q; it is
-deterministic and what the seed's "mean" network would use). Training always
+deterministic, a "mean" network). Training always
 samples.
 
 Posterior of each site, a uniform mixture of K components (`num_components`):
 
     gaussian:  z ~ N(mu_k, diag(sigma_k^2)),  sigma_k = softplus(rho_k)
-    flow:      z = NF(z0), z0 ~ N(mu_k, diag(sigma_k^2))   (seed 001: z_l = NF_l(z))
+    flow:      z = NF(z0), z0 ~ N(mu_k, diag(sigma_k^2))   (Rezende & Mohamed 2015)
 
 with one flow per site shared by the components. mu starts at N(1, 0.1^2)
 (`loc_init_stddev`) so the network starts near its deterministic twin, and
@@ -46,10 +46,10 @@ nodes and sites:
 
 over the R rows of the batch (one draw per row, the draws of the forward
 pass), z_i = NF(z0_i): the Monte Carlo KL of q_K = NF#q0 with the flow
-correction (seed 001, "TLDR"). Deviation from the seed: its derivation
-writes the first part as KL(q0 || p), i.e. the prior taken at the base
-sample z0; for an unbiased estimate of KL(q_K || p) the prior must be taken
-at the transformed sample z = NF(z0), as above. At inference in mean mode
+correction log q_K(z) = log q0(z0) - log|det J(z0)| (Rezende & Mohamed
+2015). The prior is taken at the transformed sample z = NF(z0), not at the
+base sample z0 (which would give KL(q0 || p) instead): only then is the
+estimate unbiased for KL(q_K || p). At inference in mean mode
 the KL still uses genuine draws. With `entropy_weight` = gamma > 0 the
 added loss is kl_weight * (KL - gamma * H[q]), with H[q] the
 component-averaged entropy: closed form for the Gaussian,

@@ -1,24 +1,24 @@
 """Scaled dot-product and multi-head attention on moments.
 
-Per head h (seed 000, §4.3):
+Per head h (attention as in Vaswani et al. 2017):
 
-    S_h = q_h k_h^T / sqrt(K)      matmul (seed Prop. 1, 2), q_h, k_h independent
-    P_h = softmax(S_h)             first-order Taylor (seed Prop. 3)
+    S_h = q_h k_h^T / sqrt(K)      matmul (`tfp_bnn.moments.products`), q_h, k_h independent
+    P_h = softmax(S_h)             first-order Taylor (`tfp_bnn.moments.softmax`)
     A_h = P_h v_h                  matmul, P_h and v_h independent
 
 then the heads are concatenated head-major (head h owns columns
-h*Dv:(h+1)*Dv), as keras.layers.MultiHeadAttention lays them out. The
-seed writes A_h = V_h W_h^T and re-indexes both covariances (§4.3.3);
+h*Dv:(h+1)*Dv), as keras.layers.MultiHeadAttention lays them out. Written
+as A_h = V_h W_h^T both covariances would need re-indexing; the
 batch-first row-major layout makes it a plain p @ v here.
 
 Independence. With a constant input X the heads use disjoint, independent
 weight columns, and the query, key and value weights are independent, so
 q_h, k_h, v_h and the heads are mutually independent: exactly the
 assumptions above. With a random input (a later block) all of them share X
-and are correlated; we still treat them as independent (seed 000, §4.3.1
-and footnote 5), an approximation. Consequently the covariance of the
+and are correlated; we still treat them as independent (an
+approximation). Consequently the covariance of the
 concatenation is block diagonal over heads: the cross-head blocks are
-zero (seed 000, §4.4).
+zero.
 
 Diagonal mode (`diagonal_attention`) keeps the heads in place and uses
 einsums over the head axis instead of moving them into the batch; the
@@ -85,11 +85,11 @@ def scaled_dot_product_attention(q: Moments, k: Moments, v: Moments, mask=None) 
     """
     q, k, v = _check_qkv(q, k, v)
     mask = check_mask(mask, [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]])
-    # seed 000, §4.3.1-4.3.2: scaling each score by 1/sqrt(K) scales the
+    # Scaling each score by 1/sqrt(K) scales the
     # covariance by 1/K.
     scores = matmul(q, transpose(k)).scale(1.0 / math.sqrt(q.mean.shape[-1]))
     weights = softmax(scores, mask)
-    return matmul(weights, v)  # seed 000, §4.3.3
+    return matmul(weights, v)
 
 
 def split_heads(x: Moments, num_heads) -> Moments:
@@ -128,7 +128,7 @@ def merge_heads(x: Moments, num_heads) -> Moments:
         return Moments(mean, var, x.mode)
     c = tf.reshape(x.cov, [-1, num_heads, tokens, depth, tokens, depth])
     eye = tf.eye(num_heads, dtype=c.dtype)
-    # seed 000, §4.4 (with its block index fixed: head = block index mod H).
+    # Block diagonal over heads (head = block index mod H).
     c = tf.einsum("bhjdke,hg->bjhdkge", c, eye)
     return Moments(mean, flatten_cov(c, (tokens, num_heads, depth)), x.mode)
 
@@ -168,7 +168,7 @@ def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, m
     def values_product(a, b):
         return tf.einsum("bhjt,bthd->bjhd", a, b)
 
-    # seed 000, §4.3.1-4.3.2, as `scaled_dot_product_attention`.
+    # As `scaled_dot_product_attention`.
     factor = 1.0 / math.sqrt(key_size)
     scores = scores_product(qm, km) * factor
     scores_var = product_variance(qm, qv, km, kv, scores_product, b_axis=-1)
@@ -180,7 +180,7 @@ def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, m
     p = masked_softmax(scores, mask)  # [B, H, Jq, Jk]
     p_var = None if scores_var is None else softmax_variance(p, scores_var)
     mean = tf.reshape(values_product(p, vm), [-1, tokens_q, num_heads * value_size])
-    var = product_variance(p, p_var, vm, vv, values_product, b_axis=1)  # seed 000, §4.3.3
+    var = product_variance(p, p_var, vm, vv, values_product, b_axis=1)
     if var is not None:
         var = tf.reshape(var, [-1, tokens_q, num_heads * value_size])
     return mean, var, p

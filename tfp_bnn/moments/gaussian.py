@@ -1,14 +1,15 @@
 """The moment representation shared by every function of `tfp_bnn.moments`.
 
-A random activation is carried as its mean and covariance (seed 000, §4):
+A random activation is carried as its mean and covariance:
 
     mean  float32 [B, J, I]   batch, sequence positions (tokens), features
           (or [B, I] for a plain vector per example)
     cov   mode "diagonal": the variances, same shape as `mean`
           mode "full":     [B, J*I, J*I], the covariance of the row-major
                            flattening of each [J, I] slice (index j*I + i),
-                           which is the seed's column-stacking vec of its
-                           I x J matrix X; [B, I, I] for a rank-2 mean
+                           which is the column-stacking vec of the I x J
+                           matrix whose columns are the tokens; [B, I, I]
+                           for a rank-2 mean
           None: the activation is a constant (deterministic input)
 
 All but the batch dimension must be known when a function is traced: the

@@ -5,20 +5,19 @@ For each token j, LayerNorm computes (as keras.layers.LayerNormalization)
     z_ji = g_i u_ji + b_i,   u_j = (x_j - xbar_j) / sqrt(var_j + epsilon),
     xbar_j = mean_i x_ji,  var_j = mean_i (x_ji - xbar_j)^2   (biased).
 
-Approximation (seed 000, §4.5, corrected and extended):
+Approximation (a first-order scheme, refined in 1.-3.):
 
 1. Centring is linear, xc_j = P x_j with P = I - 11^T / I, so it is
-   applied exactly: mean mc = P m, covariance C'_{jk} = P C_{jk} P. The
-   seed subtracts a constant computed from the means, keeping the
-   uncentred covariance in Prop. 4.
+   applied exactly: mean mc = P m, covariance C'_{jk} = P C_{jk} P (not
+   a constant computed from the means, which would keep the uncentred
+   covariance).
 2. The divisor, per token, comes from the moments:
 
        s_j = sqrt(E[var_j] + epsilon),
        E[var_j] = mean_i mc_ji^2 + tr(P C_jj P) / I,
 
-   and the mean of u is mu_j = mc_j / s_j. The seed divides by the
-   *variance* of the means, sigma_j = mean_i mc_ji^2, where the standard
-   deviation is meant, and omits epsilon. It also uses the means only:
+   and the mean of u is mu_j = mc_j / s_j: the standard deviation, with
+   epsilon. A divisor from the means only, mean_i mc_ji^2, falls short:
    when the noise is not small compared with the spread of the means, a
    sampled LayerNorm divides by the spread of the noisy sample, so a
    means-only divisor is too small and inflates both the mean and the
@@ -46,8 +45,8 @@ Approximation (seed 000, §4.5, corrected and extended):
    expansion at the mean.
 
    "constant": the divisor s_j treated as a constant, Cov[u_j, u_k] =
-   P C_jk P / (s_j s_k) (the behaviour before "linearized"; the seed's
-   rule with the corrections above). It keeps the radial noise, which
+   P C_jk P / (s_j s_k) (the behaviour before "linearized"; the
+   plain first-order rule with the corrections above). It keeps the radial noise, which
    the sampled LayerNorm removes, and so overestimates the variance.
 
    Measured against 2e4 samples (I = 8, 3 tokens, random gain and bias;
@@ -62,7 +61,7 @@ Approximation (seed 000, §4.5, corrected and extended):
    radial component it creates from tangential noise), which the
    first-order rule cannot see.
 4. With g, b independent of x, mean-field and shared by the tokens, the
-   product rule of seed 000, Prop. 4 (corrected) is exact given the
+   product rule below is exact given the
    moments of u (mean mu, covariance Cov[u] from 3.):
 
        E[z_ji] = E[g_i] mu_ji + E[b_i]
@@ -176,7 +175,7 @@ def layer_norm(
         beta_var: [I], variance of each bias entry, or None.
         epsilon: added to the variance in the divisor, as in Keras.
         propagate_variance: if True (default) the divisor uses E[var_j]
-            including the propagated covariance; False gives the seed's
+            including the propagated covariance; False gives the
             means-only divisor (with "linearized": the plain first-order
             Taylor expansion at the mean input).
         method: "linearized" (default: the Jacobian of the normalisation,
@@ -233,7 +232,7 @@ def layer_norm(
     if cc is None and gamma_var is None and beta_var is None:
         return Moments(mean, None, x.mode)
 
-    # seed 000, Prop. 4 (corrected), on [B, J, I, J, I].
+    # The product rule of the module docstring (4.), on [B, J, I, J, I].
     terms = []
     shared = []  # delta_il terms, every token pair: [B, J, J, I]
     cu = None

@@ -1,29 +1,27 @@
-"""The two terms of the sampling-free objective, seed 000, eq. (12) and (13).
+"""The two terms of the sampling-free objective: a data term and a closed-form KL.
 
 Data term. With the propagated moments (m, Sigma) of the flattened output
-of one example (n = J*I entries), eq. (13) scores a target y by
+of one example (n = J*I entries), the data term scores a target y by
 
     log N(y; m, Sigma) = -0.5 (n log 2 pi + log|Sigma| + (y - m)^T Sigma^-1 (y - m)).
 
 This is the log density of the moment-matched Gaussian predictive, not
-the expected log-likelihood E_q[log p(y | X, w)] that §3-4 of the seed
-set out to compute (by Jensen it is not below it when the predictive is
-Gaussian, so the "ELBO" of eq. (13) is an approximation, not a bound).
-Eq. (13) also has no observation noise: Sigma is the weight-induced
+the expected log-likelihood E_q[log p(y | X, w)] of the ELBO (by Jensen
+it is not below it when the predictive is Gaussian, so this "ELBO" is an
+approximation, not a bound). Alone, this term has no observation noise: Sigma is the weight-induced
 covariance only and is singular whenever the weights cannot move some
 output direction (always, for deterministic weights). `noise_variance`
 adds the aleatoric part, Sigma + noise_variance I, and `jitter` keeps the
 Cholesky factorisation defined.
 
-Complexity term. Eq. (12) assumes one variance per row of each weight
-matrix; a mean-field posterior has one variance per weight, for which the
-closed form is the general diagonal case
+Complexity term. A mean-field posterior has one variance per weight, for
+which the closed form is the general diagonal case
 
     KL(N(mu, diag(v)) || N(0, sigma_p^2 I))
         = 0.5 sum_k (v_k / sigma_p^2 + mu_k^2 / sigma_p^2 - 1 - log(v_k / sigma_p^2)),
 
-which reduces to eq. (12) when the variances of a row are equal and
-sigma_p = 1.
+(with one variance per row of a weight matrix and sigma_p = 1 the sum
+simplifies further).
 """
 
 import math
@@ -39,7 +37,7 @@ from tfp_bnn.moments.gaussian import to_float32
 
 
 def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
-    """Per-example log N(y; pred.mean, pred.cov + noise_variance I), eq. (13).
+    """Per-example log N(y; pred.mean, pred.cov + noise_variance I).
 
     Computed in float64. The jitter is relative: `jitter` times the largest
     variance of the example is added to every variance. A float32
@@ -155,7 +153,7 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
 
 
 def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
-    """KL(N(loc, diag(var)) || N(0, prior_scale^2 I)), summed (eq. (12)).
+    """KL(N(loc, diag(var)) || N(0, prior_scale^2 I)), summed.
 
     Args:
         loc: tensor of posterior means, any shape.

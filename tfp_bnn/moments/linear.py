@@ -2,9 +2,9 @@
 
 y = x @ W + b over the last axis, with W [I, O] of independent entries
 (mean M, variance S), b [O] independent (variance s_b), both independent
-of x (mean m, covariance C). This is seed 000, Prop. 1 and Prop. 2 with
-a = x and b = W; the mean-field kernel makes Cov[W_ia, W_lc] =
-delta_il delta_ac S_ia, so the sums collapse to (seed 000, §4.2):
+of x (mean m, covariance C). This is the product rule of
+`tfp_bnn.moments.products` with a = x and b = W; the mean-field kernel
+makes Cov[W_ia, W_lc] = delta_il delta_ac S_ia, so the sums collapse to:
 
     E[y_ja] = sum_i m_ji M_ia + E[b_a]
 
@@ -14,7 +14,7 @@ delta_il delta_ac S_ia, so the sums collapse to (seed 000, §4.2):
 
 for all token pairs (j, k). The kernel is shared by the tokens, so the
 second and third terms couple different tokens even when x is a constant
-(C = 0): Prop. 2 with Sigma^B = 0 keeps cross-token covariance. Diagonal
+(C = 0): the product covariance with Cov[x] = 0 keeps cross-token covariance. Diagonal
 mode keeps j = k, a = c:
 
     Var[y_ja] = sum_i M_ia^2 v_ji + S_ia (v_ji + m_ji^2) + s_b_a
@@ -123,7 +123,7 @@ def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> M
     rank = x.mean.shape.rank
     units = kernel_loc.shape[1]
     m = x.mean
-    mean = tf.matmul(m, kernel_loc)  # seed 000, Prop. 1
+    mean = tf.matmul(m, kernel_loc)
     if bias_loc is not None:
         mean = mean + bias_loc
     if x.cov is None and kernel_var is None and bias_var is None:

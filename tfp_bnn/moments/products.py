@@ -1,24 +1,24 @@
 """Product of two independent random matrices, and the transpose.
 
 For independent a [n, p] and b [p, q] (per batch element), c = a @ b has,
-with m = E, C = Cov (seed 000, Prop. 1 and Prop. 2, in our index names):
+with m = E, C = Cov:
 
-    E[c_ik] = sum_r ma_ir mb_rk                                   (Prop. 1)
+    E[c_ik] = sum_r ma_ir mb_rk                                   (mean)
 
     Cov[c_ik, c_jl] = sum_{r,s} (  Cov[a_ir, a_js] Cov[b_rk, b_sl]
                                  + ma_ir ma_js Cov[b_rk, b_sl]
-                                 + Cov[a_ir, a_js] mb_rk mb_sl )   (Prop. 2)
+                                 + Cov[a_ir, a_js] mb_rk mb_sl )   (covariance)
 
 These are exact for any distributions with these moments: only
 independence of a and b is used, never Gaussianity.
 
-Two slips of the seed are fixed here. Its Prop. 2 states the index range
-1 <= i, j <= n*p, but c has n*q entries, so i and j run to n*q. And its
-first term reads tr(S^A_{k1 k2} S^B_{m1 m2}), which is the sum above only
-when the cross blocks are symmetric: the proof replaces E[a_k2 a_k1^T] by
-S^A_{k1 k2} + mu_k1 mu_k2^T, its transpose. The correct term is
-tr(S^A_{k1 k2} (S^B_{m1 m2})^T), the first line above (tested against
-sampling in tests/moments/test_products.py, where the seed's form fails).
+Two easy slips are avoided here. The indices i, j run over the n*q
+entries of c (not n*p). And the first term is
+tr(S^A_{k1 k2} (S^B_{m1 m2})^T), the first line above; the untransposed
+tr(S^A_{k1 k2} S^B_{m1 m2}), which replaces E[a_k2 a_k1^T] by its
+transpose S^A_{k1 k2} + mu_k1 mu_k2^T, equals it only when the cross
+blocks are symmetric (tested against sampling in
+tests/moments/test_products.py, where the untransposed form fails).
 It matters for p_h @ v_h in attention: softmax cross blocks are not
 symmetric.
 
@@ -91,13 +91,13 @@ def matmul(a: Moments, b: Moments) -> Moments:
             f"b: {b.mean.shape})."
         )
     ma, mb = a.mean, b.mean
-    mean = tf.matmul(ma, mb)  # seed 000, Prop. 1
+    mean = tf.matmul(ma, mb)
     if a.cov is None and b.cov is None:
         return Moments(mean, None, mode)
     if mode == "diagonal":
         return Moments(mean, diagonal_variance(ma, a.cov, mb, b.cov), mode)
 
-    # seed 000, Prop. 2 (with the transpose fixed), on [B, n, p, n, p] and
+    # The covariance of the module docstring, on [B, n, p, n, p] and
     # [B, p, q, p, q] views; einsum never forms a Kronecker product.
     ca = None if a.cov is None else unflatten_cov(a.cov, (n, p))
     cb = None if b.cov is None else unflatten_cov(b.cov, (p, q))
@@ -118,7 +118,7 @@ def transpose(m: Moments) -> Moments:
 
     In full mode the covariance is re-indexed: entry (i, r), flat index
     i*p + r of the [n, p] slice, moves to (r, i), flat index r*n + i
-    (seed 000, §4.3.3, written there for column-stacking vec).
+    (the same re-indexing as for a column-stacking vec).
 
     Args:
         m: Moments with mean [B, n, p].

@@ -1,4 +1,4 @@
-"""ReLU on moments: exact rectified-Gaussian moments, or the seed's Taylor rule.
+"""ReLU on moments: exact rectified-Gaussian moments, or a first-order Taylor rule.
 
 "exact" (the default) treats each unit as Gaussian, x ~ N(m, v), s =
 sqrt(v), alpha = m / s, and uses the moments of the rectified Gaussian:
@@ -19,8 +19,8 @@ D C D with D = diag(Phi), plus a diagonal Var[relu(x_a)] - Phi_a^2 v_a
 which is >= 0 because, by Cauchy-Schwarz and Stein,
 (Phi_a v_a)^2 = Cov[relu(x_a), x_a]^2 <= Var[relu(x_a)] v_a.
 
-"taylor" is the seed's first-order rule (seed 000, §4.6, which points to
-Prop. 3, the softmax rule; the ReLU Jacobian is diag(1[m > 0])):
+"taylor" is the first-order rule (as for the softmax; the ReLU Jacobian
+is diag(1[m > 0])):
 
     E ~= relu(m),   Cov_ab ~= 1[m_a > 0] 1[m_b > 0] C_ab.
 
@@ -94,7 +94,7 @@ def relu(x: Moments, method="exact") -> Moments:
     Args:
         x: Moments of any supported shape ([B, J, I] or [B, I]).
         method: "exact" (rectified-Gaussian moments, default) or "taylor"
-            (the seed's first-order rule).
+            (the first-order rule).
 
     Returns:
         Moments of the same shape and mode; cov None if `x` is a constant.

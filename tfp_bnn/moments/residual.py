@@ -3,7 +3,7 @@
     E[x + y]   = E[x] + E[y]
     Cov[x + y] = Cov[x] + Cov[y] + Cov[x, y] + Cov[x, y]^T
 
-(seed 000, §4.5 and §4.6). The seed drops Cov[x, y], which is exact when
+Dropping Cov[x, y], as a plain moment-propagation scheme does, is exact when
 the branches are independent, e.g. the attention residual a + x of a
 constant x (Cov[x] = 0). In a transformer block the branch is computed
 from its input, so for a random input the cross term is not zero: `add`
@@ -12,7 +12,7 @@ Cov[f(w), w] = E[grad f(w)] Cov[w] for a Gaussian w, with the expected
 Jacobian taken at the means (first order), weights independent of the
 input.
 
-Feed-forward residual y + z, y = relu(z W1 + b1) W2 + b2 (seed §4.6; z,
+Feed-forward residual y + z, y = relu(z W1 + b1) W2 + b2 (z,
 the first LayerNorm's output, is always random): the linear maps act
 through their means M1, M2 exactly, and for the ReLU Stein's lemma gives
 Cov[relu(h_jk), w] = Phi_jk Cov[h_jk, w] (h, w jointly Gaussian, the ReLU

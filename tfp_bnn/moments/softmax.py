@@ -1,16 +1,15 @@
 """Softmax over the last axis, linearised at the mean.
 
 First-order Taylor expansion of each row's softmax p = phi(w) around the
-row mean (seed 000, eq. 10, eq. 11 and Prop. 3):
+row mean:
 
     E[phi(w_a)]                ~= phi(mu_a)
     Cov[phi(w_a), phi(w_b)]    ~= J_a Cov[w_a, w_b] J_b^T,
     J_a = diag(p_a) - p_a p_a^T,  p_a = phi(mu_a)
 
-(the seed's proof expands both rows around one mean; each row is expanded
-around its own). Full mode applies this to every pair of rows (a, b) of a
-slice, so cross-row covariance (e.g. from keys shared by all queries) is
-propagated. Diagonal mode keeps only Var[phi_i(w_a)] = sum_j J_aij^2 v_aj.
+(each row is expanded around its own mean). Full mode applies this to
+every pair of rows (a, b) of a slice, so cross-row covariance (e.g. from
+keys shared by all queries) is propagated. Diagonal mode keeps only Var[phi_i(w_a)] = sum_j J_aij^2 v_aj.
 
 A boolean mask removes positions: masked entries get probability exactly 0
 and, since their rows and columns of J are 0, neither carry nor pass on
@@ -118,7 +117,7 @@ def softmax(x: Moments, mask=None) -> Moments:
 
     if x.mode == "diagonal":
         return Moments(p, diagonal_variance(p, x.cov), x.mode)
-    # J_a = diag(p_a) - p_a p_a^T, per row: [B, n, q, q]; seed 000, eq. 11.
+    # J_a = diag(p_a) - p_a p_a^T, per row: [B, n, q, q], the softmax Jacobian.
     jac = tf.linalg.diag(p) - tf.einsum("bai,baj->baij", p, p)
     c = unflatten_cov(x.cov, (n, q))
     half = tf.einsum("baij,bajcl->baicl", jac, c)

@@ -1,12 +1,12 @@
-"""One Bayesian transformer block, propagated in moments (seed 000, Figure 1).
+"""One Bayesian transformer block, propagated in moments (Vaswani et al. 2017).
 
 Post-norm encoder block, as keras.layers.MultiHeadAttention followed by
 keras.layers.LayerNormalization and a ReLU feed-forward network:
 
-    q, k, v = dense(x, query), dense(x, key), dense(x, value)   seed §4.2
-    a = dense(multi_head_attention(q, k, v), output)            seed §4.3-4.4
-    z = layer_norm(a + x, norm1)                                 seed §4.5
-    y = dense(relu(dense(z, ffn1)), ffn2)                        seed §4.6
+    q, k, v = dense(x, query), dense(x, key), dense(x, value)
+    a = dense(multi_head_attention(q, k, v), output)
+    z = layer_norm(a + x, norm1)
+    y = dense(relu(dense(z, ffn1)), ffn2)
     out = layer_norm(y + z, norm2)
 
 By default the LayerNorms are linearised with their full Jacobian
@@ -15,7 +15,7 @@ branches' first-order cross-covariance (`residual_covariance=True`;
 `tfp_bnn.moments.residual`): the feed-forward one always, the attention
 one (value path, plus the heads' cross-covariance through it) when x is
 random. `layer_norm_method="constant", residual_covariance=False` is the
-seed's scheme with its corrections (the behaviour before these options).
+plain first-order scheme (the behaviour before these options).
 
 Every weight matrix has a mean-field Gaussian posterior, given by its
 means and per-weight variances; the stages and their approximations are
@@ -254,7 +254,7 @@ def transformer_block(
         residual_covariance: if True (default), the feed-forward residual
             y + z keeps the first-order Cov[y, z] (see
             `tfp_bnn.moments.residual`); False treats y and z as
-            independent, as the seed does.
+            independent.
 
     Returns:
         Moments with mean [B, J, I] in `mode`.

@@ -34,7 +34,7 @@ FlowPrepared = collections.namedtuple("FlowPrepared", ["loc", "scale", "flow", "
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class FlowPosterior(Posterior):
-    """A diagonal Gaussian pushed through a normalizing flow (seed 001).
+    """A diagonal Gaussian pushed through a normalizing flow (Rezende & Mohamed 2015).
 
     The weight tensor is flattened to a vector of D elements, z0 ~
     N(loc, diag(softplus(rho)^2)) is drawn as in `MeanFieldNormal`, and the

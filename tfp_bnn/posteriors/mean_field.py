@@ -69,7 +69,7 @@ def worth_fusing(shape) -> bool:
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class MeanFieldNormal(NormalPosterior):
-    """Fully factorised Gaussian posterior, sigma = softplus(rho) (seed 002, 3.2).
+    """Fully factorised Gaussian posterior, sigma = softplus(rho) (Blundell et al. 2015, sec. 3.2).
 
     Each weight has a mean `loc` and an unconstrained `rho`; the standard
     deviation softplus(rho) is positive for every real rho, so the optimiser

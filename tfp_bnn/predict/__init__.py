@@ -2,8 +2,8 @@
 
 - `sample(model, x, T)`: the T sampled outputs, [T, N, ...].
 - `regression(model, x, T)`: predictive mean, epistemic / aleatoric / total
-  variance (seed 004, eq. 67), log-likelihood (eq. 49), RMSE, prediction
-  intervals and their coverage.
+  variance (Kendall and Gal 2017), log-likelihood (Gal and Ghahramani
+  2016), RMSE, prediction intervals and their coverage.
 - `distribution(model, x, T)`: for a model ending in a distribution layer
   (`tfp_bnn.layers.IndependentNormal`, ...): the same split for any family
   with a mean and a variance, and the exact log-likelihood.

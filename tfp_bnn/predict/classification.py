@@ -1,6 +1,6 @@
 """Monte Carlo predictive distribution of a classifier, and its uncertainties.
 
-With T weight samples giving class probabilities p_t (seed 003, sec. 2):
+With T weight samples giving class probabilities p_t:
 
     predictive probabilities  p     = (1/T) sum_t p_t
     total uncertainty         H[p]  = -sum_k p_k log p_k       (predictive entropy)

@@ -3,7 +3,7 @@
 With T weight samples, sample t gives the output distribution p(y | x, w_t)
 of the model's distribution layer (`tfp_bnn.layers.IndependentNormal`,
 `MixtureNormal`, `IndependentPoisson`, `DistributionLambda`, ...). The
-predictive is their equal mixture (seed 004, eqs. 49 and 67):
+predictive is their equal mixture (Gal and Ghahramani 2016; Kendall and Gal 2017):
 
     mean      = (1/T) sum_t E[y | w_t]
     epistemic = variance over t of E[y | w_t]

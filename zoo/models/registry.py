@@ -150,7 +150,8 @@ _SPECS = (
     ModelSpec("bayesian_transformer", bayesian_transformer, ("regression",),
               ("table", "sequence"),
               "Bayesian transformer block trained by moment propagation (no sampling)",
-              "seed 000: sampling-free Bayesian transformer (Gaussian ELBO)",
+              "Vaswani et al. 2017 (transformer); moment propagation as in Wu et al. "
+              "2019, Deterministic Variational Inference for Robust BNNs (ICLR)",
               sampling_free=True),
     ModelSpec("bayesian_lstm_forecaster", bayesian_lstm_forecaster, ("regression",),
               ("sequence",),

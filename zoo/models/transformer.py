@@ -8,16 +8,15 @@ embedding, so position and feature identity need nothing else), runs one
 forecaster, the mean of the tokens for a table), and ends in a Bayesian
 Dense head and a learned homoscedastic noise variance.
 
-Two ways to train the same network (seed 000):
+Two ways to train the same network:
 
 - path="mc": every step draws weights (Flipout or reparameterization), the
   loss is the Gaussian NLL of the sampled prediction plus KL / N;
 - path="moments": no sampling; `tfp_bnn.moments` propagates the mean and
   covariance of the activations through the block, and the loss is the
   Gaussian NLL of the `horizon` outputs under the propagated covariance
-  plus the noise (the data term of the seed's eq. 13, by Cholesky in full
-  mode: `tfp_bnn.losses.MomentGaussianNLL`) plus the closed-form KL / N
-  (eq. 12).
+  plus the noise (by Cholesky in full mode:
+  `tfp_bnn.losses.MomentGaussianNLL`) plus the closed-form KL / N.
 
 Outputs per example: path="mc" and mode "diagonal" give [means (H), log
 variances (H)] — for path="mc" the variance is the noise alone and
@@ -175,7 +174,7 @@ def build(num_tokens, path, learning_rate=3e-3, **kwargs):
 def bayesian_transformer(input_shape, task="regression", num_classes=None, num_train=None,
                          seed=0, path="moments", mode="diagonal", width=16, num_heads=2,
                          ff_dim=32, pooling=None, learning_rate=3e-3, decay_steps=None):
-    """The registry's Bayesian transformer, trained sampling-free (seed 000).
+    """The registry's Bayesian transformer, trained sampling-free (moment propagation).
 
     A `TokenTransformerRegressor`: each of the J input values is a token; one
     `BayesianTransformerBlock`; by default path="moments", so training and prediction
