@@ -52,6 +52,7 @@ from mkdocs.structure.files import File
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+import api_links  # noqa: E402 - lives beside this file
 import griffe_keras  # noqa: E402 - lives beside this file
 
 log = logging.getLogger("mkdocs.plugins.tfp_bnn_site")
@@ -75,9 +76,12 @@ _LINK = re.compile(r"(`+)[\s\S]*?\1|(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 _SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)
 _REMOTE = re.compile(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]+/")
 
-# Filled by on_config: {page uri: markdown}, and {page uri: notebook path}.
+# Filled by on_config: {page uri: markdown}, and {page uri: notebook path}; the public
+# names' pages, and (resolve, repository URL) for the source links.
 _pages = {}
 _notebooks = {}
+_names = api_links.NameIndex()
+_source = {}
 
 
 # -- reading the repository's files -------------------------------------------------------
@@ -226,24 +230,51 @@ def load_packages(root):
     return {package: loader.load(package) for package in PACKAGES}
 
 
-def api_pages(root):
-    """({page uri: markdown}, nav entries) for every public name of PACKAGES."""
+def _api_page(identifier, title):
+    """The markdown of the page of one class or function, titled by its public name.
+
+    The title is the name users import (`tfp_bnn.predict.regression`), also
+    where the object is rendered under the path of its definition
+    (`tfp_bnn.predict.regression.regression`); the front matter makes it the
+    browser's title too, which the short name of the navigation would not
+    keep unique (`tfp_bnn.priors.get`, `tfp_bnn.posteriors.get`).
+    """
+    options = "" if identifier == title else \
+        f"\n    options:\n      heading: {title}\n      toc_label: {title.rpartition('.')[2]}"
+    return f"---\ntitle: {title}\n---\n\n::: {identifier}{options}\n"
+
+
+def api_pages(root, names=None, source=None):
+    """({page uri: markdown}, nav entries) for every public name of PACKAGES.
+
+    Fills `names` (an api_links.NameIndex) with the page of every public
+    name, and `source` with what api_links.source_links needs.
+    """
+    names = api_links.NameIndex() if names is None else names
     pages, nav, rendered = {}, [], {}
     index = ["# API reference", "",
              "Every public name of the packages, from its docstring.", "",
              "| Module | Summary |", "|---|---|"]
     for package, module in load_packages(root).items():
+        if source is not None:
+            source["resolve"] = api_links.griffe_resolver(module.modules_collection, root)
         public = griffe_keras.public_objects(module)
         package_nav = []
-        for module_path, names in public.items():
+        for module_path, members in public.items():
             module_obj = module.modules_collection[module_path]
             index.append(f"| [`{module_path}`]({_api_uri(module_path)[4:]}) | "
                          f"{_summary(module_obj)} |")
-            page, entries = _module_page(module_path, names, rendered)
+            page, entries = _module_page(module_path, members, rendered)
             pages[_api_uri(module_path)] = page
+            names.add(module_path, _api_uri(module_path), module=module_path)
+            for name, member in members:
+                obj = griffe_keras.target_of(member)
+                identifier, uri = rendered[id(obj)]
+                names.add(f"{module_path}.{name}", uri, module=module_path, defined=obj.path,
+                          anchor=identifier if obj.is_attribute else "")
             for name, uri in entries:
-                obj = griffe_keras.target_of(dict(names)[name])
-                pages[uri] = f"::: {rendered[id(obj)][0]}\n"
+                obj = griffe_keras.target_of(dict(members)[name])
+                pages[uri] = _api_page(rendered[id(obj)][0], f"{module_path}.{name}")
             package_nav.append({module_path: [_api_uri(module_path)]
                                 + [{name: uri} for name, uri in entries]})
         if package == "zoo":
@@ -367,7 +398,10 @@ def on_config(config):
     for nb in listed:
         _notebooks[f"colab/{nb.name}"] = nb
 
-    api, api_nav = api_pages(ROOT)
+    _names.__init__()
+    _source.clear()
+    _source["repo_url"] = repo_url
+    api, api_nav = api_pages(ROOT, _names, _source)
     _pages.update(api)
     _pages[CLI_PAGE] = cli_page(ROOT)
 
@@ -406,6 +440,15 @@ def _local_script(match):
             or _REMOTE.search(body):
         return ""
     return match.group(0)
+
+
+def on_page_content(html, page, config, files):
+    """Links the public names that code spans mention, and each object to its source."""
+    if page.file.src_uri.endswith(".ipynb"):
+        return html  # nbconvert's markup; the tutorials link by their text
+    html = _names.link_code_spans(html, page.url)
+    return api_links.source_links(html, _source.get("resolve", lambda _: None),
+                                  _source.get("repo_url"))
 
 
 def on_post_page(output, page, config):
