@@ -52,12 +52,15 @@ class NameIndex:
     def __init__(self):
         self._paths = {}   # full dotted path -> (page url, anchor)
         self._short = {}   # shorter dotted path or bare name -> {(page url, anchor)}
-        self._module = {}  # (page url, anchor) -> the module whose pages may say it bare
+        self._home = {}    # (page url, anchor) -> (url of its module's page, is a module)
+        # Names that also mean something else: arguments, attributes and methods.
+        self.words = set()
 
-    def add(self, path, uri, anchor="", module=None, defined=None):
+    def add(self, path, uri, anchor="", module=None, defined=None, is_module=False):
         """Records public `path` (and where it is `defined`), documented at page `uri`."""
         target = (page_url(uri), anchor)
-        self._module.setdefault(target, module or path.rpartition(".")[0])
+        home = page_url(f"api/{(module or path.rpartition('.')[0]).replace('.', '/')}/index.md")
+        self._home.setdefault(target, (home, is_module))
         for name in {path, defined or path}:
             self._paths[name] = target
             parts = name.split(".")
@@ -67,24 +70,34 @@ class NameIndex:
     def __len__(self):
         return len(self._paths)
 
-    def target(self, name, page):
-        """(url, anchor) that the code span `name` on page `page` links to, or None."""
+    def target(self, name, page, called=False):
+        """(url, anchor) that the code span `name` on page `page` links to, or None.
+
+        `called`: the span is a call, `name(...)`.
+        """
         if name in self._paths:
             return self._paths[name]
         targets = self._short.get(name, set())
         if len(targets) != 1:
             return None
         target = next(iter(targets))
-        if "." in name or _looks_like_code(name):
+        if "." in name:
             return target
-        # A plain word: only on the pages of its module (the module page and its names').
-        home = page_url(f"api/{self._module[target].replace('.', '/')}/index.md")
-        return target if page.startswith(home) else None
+        home, is_module = self._home[target]
+        if is_module:  # `data`, `layers`: said of a subpackage on its package's page only
+            return target if page == home else None
+        if name in self.words and not called:
+            return None  # `accuracy`, `steps_per_epoch`: also an argument or an attribute
+        if _looks_like_code(name) or called:
+            return target
+        # A plain word (`sample`, `get`): on its module's page and its names' pages only.
+        return target if page == home or posixpath.dirname(page.rstrip("/")) + "/" == home \
+            else None
 
     def link_code_spans(self, html, page):
         """`html` (the content of the page at URL `page`) with public names linked."""
         def one(match):
-            found = self.target(match.group(1), page)
+            found = self.target(match.group(1), page, called=bool(match.group(2)))
             if found is None:
                 return match.group(0)
             url, anchor = found

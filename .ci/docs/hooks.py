@@ -230,6 +230,18 @@ def load_packages(root):
     return {package: loader.load(package) for package in PACKAGES}
 
 
+def _member_words(obj):
+    """The names of `obj`'s arguments, and of its public members and their arguments."""
+    if obj.is_module:
+        return set()
+    words = set(_named_parameters(obj))
+    for name, member in obj.members.items():
+        if not name.startswith("_") or name in ("__init__", "__call__"):
+            words.add(name)
+            words.update(_named_parameters(member))
+    return words - {"__init__", "__call__"}
+
+
 def _api_page(identifier, title):
     """The markdown of the page of one class or function, titled by its public name.
 
@@ -266,12 +278,12 @@ def api_pages(root, names=None, source=None):
                          f"{_summary(module_obj)} |")
             page, entries = _module_page(module_path, members, rendered)
             pages[_api_uri(module_path)] = page
-            names.add(module_path, _api_uri(module_path), module=module_path)
             for name, member in members:
                 obj = griffe_keras.target_of(member)
                 identifier, uri = rendered[id(obj)]
                 names.add(f"{module_path}.{name}", uri, module=module_path, defined=obj.path,
-                          anchor=identifier if obj.is_attribute else "")
+                          anchor=identifier if obj.is_attribute else "", is_module=obj.is_module)
+                names.words.update(_member_words(obj))
             for name, uri in entries:
                 obj = griffe_keras.target_of(dict(members)[name])
                 pages[uri] = _api_page(rendered[id(obj)][0], f"{module_path}.{name}")
