@@ -21,7 +21,7 @@ VERSION = re.search(
 # .ci/docs/griffe_keras.py uses); mkdocs-jupyter, which renders colab/*.ipynb with the
 # outputs stored in them (0.26: its `cache` option).
 DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
-        "mkdocs-jupyter>=0.26"]
+        "mkdocs-jupyter>=0.26", "black>=24"]  # black: formats the API pages' signatures
 
 setup(
     name="tfp-bnn",
