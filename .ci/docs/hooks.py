@@ -17,6 +17,11 @@ Nothing is copied into .ci/docs; every page is generated here (MkDocs
   new public name gets its page without any edit here;
 - `python -m zoo --help` and the help of each command, for the CLI page.
 
+An API page is titled by the public name users import, in its heading and
+in the browser's title. On every page but the tutorials, a code span that
+names a public object links to its page, and each object's heading links
+to its lines in the repository (api_links.py).
+
 Links in README.md and BENCHMARKS.md that point at repository files become
 links to the page made from that file (colab/X.ipynb, BENCHMARKS.md, ...),
 or to the file in the repository (`url=` in setup.py), or plain text when

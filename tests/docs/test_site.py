@@ -1,7 +1,8 @@
 """The documentation site (.ci/docs/mkdocs.yml) builds with --strict and shows its content.
 
-One `mkdocs build --strict` in a subprocess, shared by the tests (about 10 s
-of CPU; this is the time the site adds to CI). The expectations are read from
+One `mkdocs build --strict` in a subprocess, shared by the tests (about 15 s
+of CPU; this is the time the site adds to CI; the checks on the built pages
+take about 3 s more). The expectations are read from
 the repository, not written here: the public names from the packages'
 `__all__` (as tests/integration/test_docstrings.py reads them), the commands
 and the migration tables from README.md, the stored outputs from colab/.
