@@ -16,7 +16,7 @@ from setuptools import find_packages, setup
 # .ci/docs/griffe_keras.py uses); mkdocs-jupyter, which renders colab/*.ipynb with the
 # outputs stored in them (0.26: its `cache` option).
 DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
-        "mkdocs-jupyter>=0.26"]
+        "mkdocs-jupyter>=0.26", "black>=24"]  # black: formats the API pages' signatures
 
 setup(
     # The repository's address, also in pyproject.toml's [project.urls]: colab/store_outputs.py

@@ -19,6 +19,11 @@ Nothing is copied into .ci/docs; every page is generated here (MkDocs
   new public name gets its page without any edit here;
 - `python -m zoo --help` and the help of each command, for the CLI page.
 
+An API page is titled by the public name users import, in its heading and
+in the browser's title. On every page but the tutorials, a code span that
+names a public object links to its page, and each object's heading links
+to its lines in the repository (api_links.py).
+
 Links in README.md and BENCHMARKS.md that point at repository files become
 links to the page made from that file (colab/X.ipynb, BENCHMARKS.md, ...),
 or to the file in the repository (`url=` in setup.py), or plain text when
@@ -54,6 +59,7 @@ from mkdocs.structure.files import File
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+import api_links  # noqa: E402 - lives beside this file
 import griffe_keras  # noqa: E402 - lives beside this file
 
 log = logging.getLogger("mkdocs.plugins.tfp_bnn_site")
@@ -77,9 +83,12 @@ _LINK = re.compile(r"(`+)[\s\S]*?\1|(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 _SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)
 _REMOTE = re.compile(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]+/")
 
-# Filled by on_config: {page uri: markdown}, and {page uri: notebook path}.
+# Filled by on_config: {page uri: markdown}, and {page uri: notebook path}; the public
+# names' pages, and (resolve, repository URL) for the source links.
 _pages = {}
 _notebooks = {}
+_names = api_links.NameIndex()
+_source = {}
 
 
 # -- reading the repository's files -------------------------------------------------------
@@ -249,24 +258,63 @@ def load_packages(root):
     return {package: loader.load(package) for package in PACKAGES}
 
 
-def api_pages(root):
-    """({page uri: markdown}, nav entries) for every public name of PACKAGES."""
+def _member_words(obj):
+    """The names of `obj`'s arguments, and of its public members and their arguments."""
+    if obj.is_module:
+        return set()
+    words = set(_named_parameters(obj))
+    for name, member in obj.members.items():
+        if not name.startswith("_") or name in ("__init__", "__call__"):
+            words.add(name)
+            words.update(_named_parameters(member))
+    return words - {"__init__", "__call__"}
+
+
+def _api_page(identifier, title):
+    """The markdown of the page of one class or function, titled by its public name.
+
+    The title is the name users import (`tfp_bnn.predict.regression`), also
+    where the object is rendered under the path of its definition
+    (`tfp_bnn.predict.regression.regression`); the front matter makes it the
+    browser's title too, which the short name of the navigation would not
+    keep unique (`tfp_bnn.priors.get`, `tfp_bnn.posteriors.get`).
+    """
+    options = "" if identifier == title else \
+        f"\n    options:\n      heading: {title}\n      toc_label: {title.rpartition('.')[2]}"
+    return f"---\ntitle: {title}\n---\n\n::: {identifier}{options}\n"
+
+
+def api_pages(root, names=None, source=None):
+    """({page uri: markdown}, nav entries) for every public name of PACKAGES.
+
+    Fills `names` (an api_links.NameIndex) with the page of every public
+    name, and `source` with what api_links.source_links needs.
+    """
+    names = api_links.NameIndex() if names is None else names
     pages, nav, rendered = {}, [], {}
     index = ["# API reference", "",
              "Every public name of the packages, from its docstring.", "",
              "| Module | Summary |", "|---|---|"]
     for package, module in load_packages(root).items():
+        if source is not None:
+            source["resolve"] = api_links.griffe_resolver(module.modules_collection, root)
         public = griffe_keras.public_objects(module)
         package_nav = []
-        for module_path, names in public.items():
+        for module_path, members in public.items():
             module_obj = module.modules_collection[module_path]
             index.append(f"| [`{module_path}`]({_api_uri(module_path)[4:]}) | "
                          f"{_summary(module_obj)} |")
-            page, entries = _module_page(module_path, names, rendered)
+            page, entries = _module_page(module_path, members, rendered)
             pages[_api_uri(module_path)] = page
+            for name, member in members:
+                obj = griffe_keras.target_of(member)
+                identifier, uri = rendered[id(obj)]
+                names.add(f"{module_path}.{name}", uri, module=module_path, defined=obj.path,
+                          anchor=identifier if obj.is_attribute else "", is_module=obj.is_module)
+                names.words.update(_member_words(obj))
             for name, uri in entries:
-                obj = griffe_keras.target_of(dict(names)[name])
-                pages[uri] = f"::: {rendered[id(obj)][0]}\n"
+                obj = griffe_keras.target_of(dict(members)[name])
+                pages[uri] = _api_page(rendered[id(obj)][0], f"{module_path}.{name}")
             package_nav.append({module_path: [_api_uri(module_path)]
                                 + [{name: uri} for name, uri in entries]})
         if package == "zoo":
@@ -390,7 +438,10 @@ def on_config(config):
     for nb in listed:
         _notebooks[f"colab/{nb.name}"] = nb
 
-    api, api_nav = api_pages(ROOT)
+    _names.__init__()
+    _source.clear()
+    _source["repo_url"] = repo_url
+    api, api_nav = api_pages(ROOT, _names, _source)
     _pages.update(api)
     _pages[CLI_PAGE] = cli_page(ROOT)
 
@@ -429,6 +480,15 @@ def _local_script(match):
             or _REMOTE.search(body):
         return ""
     return match.group(0)
+
+
+def on_page_content(html, page, config, files):
+    """Links the public names that code spans mention, and each object to its source."""
+    if page.file.src_uri.endswith(".ipynb"):
+        return html  # nbconvert's markup; the tutorials link by their text
+    html = _names.link_code_spans(html, page.url)
+    return api_links.source_links(html, _source.get("resolve", lambda _: None),
+                                  _source.get("repo_url"))
 
 
 def on_post_page(output, page, config):

@@ -167,3 +167,82 @@ def test_readme_home_page_has_install_and_python_example():
     for page in (home, getting_started):
         assert re.search(r"^pip install ", page, re.M)
         assert _first_python_block(page) == example
+
+
+# -- api_links: code names linked to their pages, source links ----------------------------
+api_links = hooks.api_links
+
+
+def name_index():
+    index = api_links.NameIndex()
+    index.add("pkg.layers", "api/pkg/layers/index.md", module="pkg", is_module=True)
+    index.add("pkg.layers.DenseFlipout", "api/pkg/layers/DenseFlipout.md", module="pkg.layers",
+              defined="pkg.layers.flipout.DenseFlipout")
+    index.add("pkg.DenseFlipout", "api/pkg/layers/DenseFlipout.md", module="pkg")
+    index.add("pkg.predict.regression", "api/pkg/predict/regression.md", module="pkg.predict")
+    index.add("pkg.priors.get", "api/pkg/priors/get.md", module="pkg.priors")
+    index.add("pkg.posteriors.get", "api/pkg/posteriors/get.md", module="pkg.posteriors")
+    index.add("pkg.data.steps_per_epoch", "api/pkg/data/steps_per_epoch.md", module="pkg.data")
+    index.add("pkg.flows.FLOWS", "api/pkg/flows/index.md", anchor="pkg.flows.FLOWS",
+              module="pkg.flows")
+    index.words.add("steps_per_epoch")  # also an argument somewhere
+    return index
+
+
+@pytest.mark.parametrize("span, page, href", [
+    ("pkg.layers.DenseFlipout", "guide/usage/", "../../api/pkg/layers/DenseFlipout/"),
+    ("pkg.DenseFlipout", "guide/usage/", "../../api/pkg/layers/DenseFlipout/"),
+    ("pkg.layers.flipout.DenseFlipout", "guide/usage/", "../../api/pkg/layers/DenseFlipout/"),
+    ("layers.DenseFlipout", "api/pkg/predict/", "../layers/DenseFlipout/"),
+    ("DenseFlipout", "api/pkg/predict/regression/", "../../layers/DenseFlipout/"),
+    ("predict.regression", "benchmarks/", "../api/pkg/predict/regression/"),
+    ("regression(model, x, T)", "benchmarks/", "../api/pkg/predict/regression/"),
+    ("regression", "api/pkg/predict/", "regression/"),  # a plain word, on its module's page
+    ("FLOWS", "api/pkg/flows/", "#pkg.flows.FLOWS"),
+    ("FLOWS", "guide/usage/", "../../api/pkg/flows/#pkg.flows.FLOWS"),
+    ("steps_per_epoch(n, batch)", "guide/usage/", "../../api/pkg/data/steps_per_epoch/"),
+    ("layers", "api/pkg/", "layers/"),
+])
+def test_code_span_naming_a_public_object_links_to_its_page(span, page, href):
+    html = f"<p>Use <code>{span}</code>.</p>"
+    assert name_index().link_code_spans(html, page) == \
+        f'<p>Use <a href="{href}"><code>{span}</code></a>.</p>'
+
+
+@pytest.mark.parametrize("html, page", [
+    ("<p><code>keras.layers.Dense</code></p>", "guide/usage/"),  # no public object
+    ("<p><code>units</code></p>", "guide/usage/"),
+    ("<p><code>get</code></p>", "api/pkg/priors/"),  # two objects have the name
+    ("<p><code>regression</code></p>", "guide/usage/"),  # a plain word, elsewhere
+    ("<p><code>steps_per_epoch</code></p>", "api/pkg/data/"),  # also an argument
+    ("<p><code>layers</code></p>", "api/pkg/predict/"),  # a subpackage, not on its package
+    ("<p><code>DenseFlipout</code></p>", "api/pkg/layers/DenseFlipout/"),  # its own page
+    ('<pre><code>DenseFlipout</code></pre>', "guide/usage/"),
+    ('<h2 id="x"><code>DenseFlipout</code></h2>', "guide/usage/"),
+    ('<a href="elsewhere/"><code>DenseFlipout</code></a>', "guide/usage/"),
+])
+def test_other_code_spans_stay_plain(html, page):
+    assert name_index().link_code_spans(html, page) == html
+
+
+def test_object_headings_link_to_their_source_lines():
+    heading = ('<h2 id="pkg.f" class="doc doc-heading"><span>pkg.f</span>'
+               '<a href="#pkg.f" class="headerlink" title="Permanent link">&para;</a></h2>')
+    prose = '<h2 id="usage">Usage<a href="#usage" class="headerlink">&para;</a></h2>'
+    where = {"pkg.f": ("pkg/f.py", 3, 9)}.get
+    linked = api_links.source_links(heading + prose, where, "https://repo")
+    assert 'href="https://repo/blob/main/pkg/f.py#L3-L9"' in linked
+    assert linked.count("doc-source-link") == 1 and linked.endswith(prose)
+    assert api_links.source_links(heading, where, None) == heading  # no repository
+
+
+def test_griffe_resolver_finds_the_definition_lines():
+    packages = hooks.load_packages(ROOT)
+    resolve = api_links.griffe_resolver(packages["tfp_bnn"].modules_collection, ROOT)
+    path, first, last = resolve("tfp_bnn.predict.regression.regression")
+    assert path == "tfp_bnn/predict/regression.py"
+    assert "def regression(" in "\n".join(
+        (ROOT / path).read_text().split("\n")[first - 1:last])
+    # A re-exported name (an alias): the file that defines it.
+    assert resolve("tfp_bnn.layers.DenseFlipout")[0] == "tfp_bnn/layers/dense_flipout.py"
+    assert resolve("usage") is None

@@ -1,7 +1,8 @@
 """The documentation site (.ci/docs/mkdocs.yml) builds with --strict and shows its content.
 
-One `mkdocs build --strict` in a subprocess, shared by the tests (about 10 s
-of CPU; this is the time the site adds to CI). The expectations are read from
+One `mkdocs build --strict` in a subprocess, shared by the tests (about 15 s
+of CPU; this is the time the site adds to CI; the checks on the built pages
+take about 3 s more). The expectations are read from
 the repository, not written here: the public names from the packages'
 `__all__` (as tests/integration/test_docstrings.py reads them), the commands
 and the migration tables from README.md, the stored outputs from colab/.
@@ -148,6 +149,141 @@ def test_cli_page_has_every_command_help(site):
     text = text_of(markup)
     assert "usage: python -m zoo [-h]" in text and "usage: python -m zoo train" in text
     assert "--budget-minutes" in text  # an option of `train`
+
+
+def api_pages(site):
+    """{public name: HTML} of every page of one class or function (not a module's page)."""
+    pages = {}
+    for file in (site / "api").rglob("index.html"):
+        markup = file.read_text()
+        if "doc-object doc-module" not in markup and file.parent not in (
+                site / "api", site / "api" / "zoo" / "cli"):
+            name = ".".join(file.parent.relative_to(site / "api").parts)
+            pages[name] = markup
+    return pages
+
+
+def test_api_pages_are_titled_by_their_public_name(site):
+    pages = api_pages(site)
+    assert "tfp_bnn.predict.regression" in pages and len(pages) > 150
+    wrong = {}
+    for name, markup in pages.items():
+        headings = re.findall(r"<h1\b.*?</h1>", markup, re.S)
+        # Its text, less the links (source, permalink) and labels ("dataclass").
+        shown = [text_of(re.sub(r"<a\b.*?</a>|<small\b.*?</small>", "", h)).strip()
+                 for h in headings]
+        if shown != [name]:
+            wrong[name] = shown
+    assert not wrong, wrong
+    titles = {}
+    for file in site.rglob("*.html"):
+        title = re.search(r"<title>(.*?)</title>", file.read_text(), re.S)
+        if title and file.name != "404.html":
+            titles.setdefault(html.unescape(title.group(1)), []).append(
+                str(file.relative_to(site)))
+    doubled = {title: files for title, files in titles.items() if len(files) > 1}
+    assert not doubled, doubled
+
+
+def test_signatures_are_formatted_to_the_line_length(site):
+    width = int(re.search(r"^ +line_length: (\d+)$", CONFIG.read_text(), re.M).group(1))
+    signatures = [html.unescape(re.sub(r"<[^>]+>", "", signature)).strip().split("\n")
+                  for markup in api_pages(site).values()
+                  for signature in re.findall(r'<div class="doc-signature highlight">(.*?)</div>',
+                                              markup, re.S)]
+    assert len(signatures) > 150
+    # Black breaks a signature longer than the width into one argument a line.
+    assert sum(len(lines) > 1 for lines in signatures) > 20
+    too_long = [line for lines in signatures for line in lines if len(line) > width]
+    assert not too_long, too_long
+
+
+def test_classes_show_their_bases(site):
+    markup = page(site, "api/tfp_bnn/layers/DenseFlipout")
+    bases = re.search(r'<p class="doc doc-class-bases">(.*?)</p>', markup, re.S)
+    assert bases and "BayesianDenseBase" in text_of(bases.group(1))
+
+
+def test_objects_link_to_their_source_lines(site):
+    """Each object's heading links to the file and lines of its definition on main."""
+    repo = re.search(r'^\s*url="([^"]+)"', (ROOT / "setup.py").read_text(), re.M).group(1)
+    links, wrong = 0, []
+    for name, markup in api_pages(site).items():
+        found = re.findall(r'class="doc-source-link" href="' + re.escape(repo)
+                           + r'/blob/main/([^"#]+)#L(\d+)-L(\d+)"', markup)
+        if not found:
+            wrong.append(f"{name}: no source link")
+        for path, first, last in found:
+            links += 1
+            lines = (ROOT / path).read_text().split("\n")[int(first) - 1:int(last)]
+            # The lines hold the definition (after any decorators).
+            if not any(re.match(r"\s*(class|def) \w+", line) or re.match(r"[A-Z_]+\b", line)
+                       for line in lines):
+                wrong.append(f"{name}: {path}#L{first}-L{last}")
+    assert links > 200 and not wrong, wrong
+    markup = page(site, "api/tfp_bnn/predict/regression")
+    assert f'href="{repo}/blob/main/tfp_bnn/predict/regression.py#L' in markup
+
+
+def test_code_names_link_to_their_pages(site):
+    """A code span naming a public object links to that object's page; others stay plain."""
+    pages = api_pages(site)
+    linked, wrong = set(), []
+    for file in site.rglob("*.html"):
+        markup = file.read_text()
+        for href, name in re.findall(r'<a href="([^"#]*)(?:#[^"]*)?"><code>([\w.]+)(?:\(|<)',
+                                     markup):
+            target = (file.parent / href).resolve()
+            if ":" in href or not target.is_relative_to(site.resolve() / "api"):
+                continue  # a link of the page's own text
+            public = ".".join(target.relative_to(site.resolve()).parts[1:])
+            # The page of the name (under a public path or where it is defined), or (a
+            # constant, a module) the module's page.
+            if not (public.rpartition(".")[2] == name.rpartition(".")[2]
+                    or public not in pages):
+                wrong.append(f"{file.relative_to(site)}: {name} -> {href}")
+            linked.add(str(file.parent.relative_to(site)))
+    assert not wrong, wrong[:20]
+    assert len(linked) > 100  # not only the moments pages
+    # A bare class name, written in the docstring of another module.
+    assert re.search(r'<a href="../layers/DenseFlipout/"><code>DenseFlipout</code></a>',
+                     page(site, "api/tfp_bnn/bayesianize"))
+    # An argument name, even where a public function has it, stays plain.
+    assert "<code>units</code>" in page(site, "api/tfp_bnn/layers/DenseFlipout")
+
+
+def article(markup):
+    """The page's content, without the navigation."""
+    return markup[markup.index("<article"):markup.index("</article>")]
+
+
+def location(file):
+    """The page's location as the search index writes it ("" for the home page)."""
+    path = file.parent.relative_to(site_root(file)).as_posix()
+    return "" if path == "." else path + "/"
+
+
+def site_root(file):
+    return next(parent for parent in file.parents if (parent / "search").is_dir())
+
+
+def test_search_finds_every_page_of_a_code_name(site):
+    """The search index splits text as the browser's search does (Material: at tags,
+    then at the configured separator); `mutual_information` is a token of every
+    page that shows it."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    separator = re.compile(index["config"]["separator"])
+
+    def tokens(markup):
+        return {token.lower() for block in re.split(r"<[^>]+>", markup)
+                for token in separator.split(html.unescape(block)) if token}
+
+    for word in ("mutual_information", "denseflipout", "export_predictive"):
+        shown = {location(file) for file in site.rglob("index.html")
+                 if re.search(rf"\b{word}\b", text_of(article(file.read_text())), re.I)}
+        found = {doc["location"].split("#")[0] for doc in index["docs"]
+                 if word in tokens(doc["title"]) | tokens(doc["text"])}
+        assert len(shown) >= 3 and not shown - found, (word, sorted(shown - found))
 
 
 # -- pages from README.md and BENCHMARKS.md -------------------------------------------------
