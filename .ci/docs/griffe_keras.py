@@ -1,8 +1,8 @@
 """Griffe extension for the API site: Keras-style docstrings and zoo's lazy names.
 
 Griffe's Google parser reads Args / Returns / Raises as they are written here,
-but two of the house style's sections need a translation (STYLE.md,
-"Docstrings and comments"), done on the docstring's text before it is parsed,
+but two sections of this project's docstrings (Keras' style, not Google's)
+need a translation, done on the docstring's text before it is parsed,
 line for line, so a warning still points at the right line of the source:
 
 - `Example:` with its `>>>` lines at the header's own indent (as in Keras).
