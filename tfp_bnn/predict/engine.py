@@ -215,7 +215,7 @@ def output_layer(model):
         return None
     if len(outputs) != 1:
         return None
-    layer = getattr(getattr(outputs[0], "_keras_history", None), "operation", None)
+    layer = _keras_internals.producing_layer(outputs[0])
     if isinstance(layer, keras.Model):  # a nested model: its own output layer decides
         return output_layer(layer)
     return layer
