@@ -214,9 +214,7 @@ class KLScheduler(keras.callbacks.Callback):
         """
         self._unhook_evaluate()
         model = self.model
-        if model is None or not all(
-            callable(getattr(model, name, None)) for name in (_RESULT_HOOK, _FLATTEN_HOOK)
-        ):
+        if model is None:
             return
         result_of, flatten = getattr(model, _RESULT_HOOK), getattr(model, _FLATTEN_HOOK)
         added = {}
