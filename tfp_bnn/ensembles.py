@@ -106,10 +106,11 @@ def _dense_chain(member):
         return None
     previous = member.inputs[0]
     for layer in layers:
+        nodes = _keras_internals.inbound_nodes(layer)
         if type(layer) is not keras.layers.Dense or getattr(layer, "lora_enabled", False) \
-                or getattr(layer, "quantization_mode", None) or len(_keras_internals.inbound_nodes(layer)) != 1:
+                or getattr(layer, "quantization_mode", None) or len(nodes) != 1:
             return None
-        node = _keras_internals.inbound_nodes(layer)[0]
+        node = nodes[0]
         if len(node.input_tensors) != 1 or node.input_tensors[0] is not previous:
             return None
         previous = node.output_tensors[0]
@@ -178,7 +179,8 @@ class EnsembleMembers(keras.layers.Layer):
         # belong to its own fit, and were never built in the ensemble's.
         return [metric for member in self.members
                 for layer in _keras_internals.flatten_layers(member, include_self=False)
-                if not isinstance(layer, keras.Model) for metric in _keras_internals.own_metrics(layer)]
+                if not isinstance(layer, keras.Model)
+                for metric in _keras_internals.own_metrics(layer)]
 
     def build(self, input_shape):
         self.built = True

@@ -45,7 +45,8 @@ def bayesian_layers(model):
     """
     if _is_stochastic(model):
         return [model]
-    return [layer for layer in _keras_internals.flatten_layers(model, include_self=False) if _is_stochastic(layer)]
+    return [layer for layer in _keras_internals.flatten_layers(model, include_self=False)
+            if _is_stochastic(layer)]
 
 
 def kl_layers(model):

@@ -62,8 +62,9 @@ def last_dense(model):
     if not isinstance(layer, keras.layers.Dense) or layer not in model.layers:
         raise ValueError("LastLayerLaplace needs a model whose output comes from a "
                          f"keras.layers.Dense of the model itself, got {type(layer).__name__}.")
-    if len(_keras_internals.inbound_nodes(layer)) != 1:
-        raise ValueError(f"The last Dense '{layer.name}' is shared ({len(_keras_internals.inbound_nodes(layer))}"
+    calls = len(_keras_internals.inbound_nodes(layer))
+    if calls != 1:
+        raise ValueError(f"The last Dense '{layer.name}' is shared ({calls}"
                          " calls); LastLayerLaplace needs it called once.")
     if len(layer.input.shape) != 2:
         raise ValueError(f"The last Dense '{layer.name}' takes inputs of shape "
