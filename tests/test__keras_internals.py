@@ -9,6 +9,9 @@ Keras' private tree.
 import ast
 import inspect
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -44,6 +47,21 @@ def test_a_changed_private_method_signature_raises():
     assert "('self', 'extra')" in str(info.value)
     with pytest.raises(RuntimeError, match="Changed._missing"):
         internals._private_method(Changed, "_missing", ("self",))
+
+
+def test_importing_tfp_bnn_on_a_keras_without_a_touchpoint_fails_at_import():
+    script = ("from keras.src.backend.common import masking\n"
+              "del masking.set_keras_mask\n"
+              "import tfp_bnn\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=300)
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("ImportError:")
+    assert "set_keras_mask" in last_line and keras.__version__ in last_line
+    assert internals.SUPPORTED_KERAS in last_line
 
 
 def test_the_supported_range_is_the_one_setup_declares():

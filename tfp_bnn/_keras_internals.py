@@ -8,8 +8,8 @@ import and every private Keras attribute the package reads or writes goes
 through this module; nothing else in `tfp_bnn` or `zoo` names them.
 
 Each touchpoint says what it is for, the Keras versions it was checked on
-(3.10.0 from its source, 3.15.1 by the test suite; the package declares
-`keras>=3.10,<3.16`) and whether a public alternative exists. A Keras that
+(3.10.0 and 3.15.1, the ends of the `keras>=3.10,<3.16` the package
+declares) and whether a public alternative exists. A Keras that
 moved or removed one of them makes `import tfp_bnn` fail here with an error
 that names the Keras version and the supported range: there is no silent
 fallback. `tests/test__keras_internals.py` checks that each one still behaves
