@@ -93,6 +93,12 @@ def test_call_context_is_set_during_an_outer_call_and_cleared_after():
     assert (first_training, second_training) == (True, False)
 
 
+def test_keras_layer_keeps_its_call_context_under_the_name_read():
+    names = keras.layers.Layer._get_call_context.__code__.co_consts
+    assert internals._CALL_CONTEXT in names
+    assert "no_such_global" not in names
+
+
 def test_a_shared_layer_sees_one_context_per_outer_call():
     spy = _Spy()
     inputs = keras.Input((2,))

@@ -59,6 +59,11 @@ _global_state = _private("keras.src.backend.common", "global_state")
 if not callable(getattr(_global_state, "get_global_attribute", None)):
     raise ImportError(_unsupported("`global_state.get_global_attribute`"))
 _CALL_CONTEXT = "current_call_ctx"
+# The global's name is a string in Keras' code: check that `Layer` still
+# keeps the context under it (a renamed global would read as None forever).
+_private_method(keras.layers.Layer, "_get_call_context", ("self",))
+if _CALL_CONTEXT not in keras.layers.Layer._get_call_context.__code__.co_consts:
+    raise ImportError(_unsupported(f"global attribute {_CALL_CONTEXT!r}"))
 _private_method(_private("keras.src.layers.layer", "CallContext"), "get_value",
                 ("self", "arg_name", "default"))
 
