@@ -12,8 +12,8 @@ import collections
 
 import keras
 import numpy as np
-from keras.src.models.functional import Functional
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
 from tfp_bnn import layers as bnn_layers
 from tfp_bnn.posteriors import MeanFieldNormal
@@ -59,7 +59,7 @@ def _convertible_names():
 
 def _is_graph_model(layer):
     """Sequential or functional: the models `clone_model` rewires layer by layer."""
-    return isinstance(layer, (keras.Sequential, Functional))
+    return isinstance(layer, (keras.Sequential, _keras_internals.Functional))
 
 
 def _leaf_layers(model):

@@ -44,6 +44,7 @@ Example:
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.layers._tracing import sample_trace
@@ -105,10 +106,11 @@ def _dense_chain(member):
         return None
     previous = member.inputs[0]
     for layer in layers:
+        nodes = _keras_internals.inbound_nodes(layer)
         if type(layer) is not keras.layers.Dense or getattr(layer, "lora_enabled", False) \
-                or getattr(layer, "quantization_mode", None) or len(layer._inbound_nodes) != 1:
+                or getattr(layer, "quantization_mode", None) or len(nodes) != 1:
             return None
-        node = layer._inbound_nodes[0]
+        node = nodes[0]
         if len(node.input_tensors) != 1 or node.input_tensors[0] is not previous:
             return None
         previous = node.output_tensors[0]
@@ -176,8 +178,9 @@ class EnsembleMembers(keras.layers.Layer):
         # As Keras' Trainer does for nested models: a compiled member's compile metrics
         # belong to its own fit, and were never built in the ensemble's.
         return [metric for member in self.members
-                for layer in member._flatten_layers(include_self=False)
-                if not isinstance(layer, keras.Model) for metric in layer._metrics]
+                for layer in _keras_internals.flatten_layers(member, include_self=False)
+                if not isinstance(layer, keras.Model)
+                for metric in _keras_internals.own_metrics(layer)]
 
     def build(self, input_shape):
         self.built = True

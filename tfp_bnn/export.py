@@ -29,6 +29,7 @@ units. `python -m zoo train` exports its models this way.
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
 from tfp_bnn._data_units import with_preprocessing  # noqa: F401 - public here
@@ -54,7 +55,7 @@ def _input_signature(model):
             "The model has no known inputs (a subclassed model that was never "
             "built with keras.Input?); pass `input_signature=` explicitly."
         )
-    struct = getattr(model, "_inputs_struct", None)
+    struct = _keras_internals.inputs_struct(model)
     if isinstance(struct, dict):
         # A dict-input model is called with one dict, so the endpoint takes one.
         return [{key: tf.TensorSpec(tuple(t.shape), t.dtype, name=key)

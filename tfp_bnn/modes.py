@@ -12,6 +12,9 @@ saved in `.keras` files, and captured by an exported SavedModel.
 
 import contextlib
 
+from tfp_bnn import _keras_internals
+
+
 def _is_stochastic(layer):
     """A layer with a mean-mode switch: it says so with `stochastic_layer = True`.
 
@@ -42,7 +45,8 @@ def bayesian_layers(model):
     """
     if _is_stochastic(model):
         return [model]
-    return [layer for layer in model._flatten_layers(include_self=False) if _is_stochastic(layer)]
+    return [layer for layer in _keras_internals.flatten_layers(model, include_self=False)
+            if _is_stochastic(layer)]
 
 
 def kl_layers(model):

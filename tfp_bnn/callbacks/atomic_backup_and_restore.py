@@ -7,8 +7,8 @@ import re
 import time
 
 import keras
-from keras.src.saving import saving_lib
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 
 STATE = "state.json"
@@ -35,17 +35,16 @@ def is_checkpoint_file(name):
 def weights_bytes(model):
     """The bytes `model.save_weights("x.weights.h5")` writes, built in memory.
 
-    What `keras.src.saving.saving_lib.save_weights_only` does, into a
+    What Keras' `save_weights` does, into a
     BytesIO: h5py writing straight to disk turns a failed write (disk full,
     file too large, permission lost) into a stream of errors from its
     destructors and then a segmentation fault; here the file is written by
     Python, which raises one clean OSError.
     """
     buffer = io.BytesIO()
-    store = saving_lib.H5IOStore(buffer, mode="w")
+    store = _keras_internals.H5IOStore(buffer, mode="w")
     try:
-        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
-                               visited_saveables=set())
+        _keras_internals.save_weights_state(model, store)
     finally:
         store.close()
     return buffer.getvalue()
@@ -304,7 +303,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                                   for key, values in state.get("history", {}).items()}
         self._history = {key: list(values) for key, values in self._restored_history.items()}
         # What Keras' own callback sets: fit() starts at this epoch.
-        self.model._initial_epoch = int(state["epoch"])
+        _keras_internals.set_initial_epoch(self.model, state["epoch"])
 
     def on_train_batch_end(self, batch, logs=None):
         pass  # epoch-end checkpoints only

@@ -3,16 +3,15 @@
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import kl_schedules
 from tfp_bnn.modes import kl_layers
 
-# The two Trainer methods every Keras 3 backend's `evaluate` ends with:
-# `logs = pythonify_logs(_get_metrics_result_or_logs(logs))`, then
-# `callbacks.on_test_end(logs)`, then `logs` or `_flatten_metrics_in_order(logs)`.
+# The two Trainer methods `evaluate` ends with (see `tfp_bnn._keras_internals`).
 # Callbacks receive a copy of `logs`, so the KL entries must enter before it.
-_RESULT_HOOK = "_get_metrics_result_or_logs"
-_FLATTEN_HOOK = "_flatten_metrics_in_order"
+_RESULT_HOOK = _keras_internals.EVALUATE_RESULT_HOOK
+_FLATTEN_HOOK = _keras_internals.EVALUATE_FLATTEN_HOOK
 
 
 def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
@@ -215,9 +214,7 @@ class KLScheduler(keras.callbacks.Callback):
         """
         self._unhook_evaluate()
         model = self.model
-        if model is None or not all(
-            callable(getattr(model, name, None)) for name in (_RESULT_HOOK, _FLATTEN_HOOK)
-        ):
+        if model is None:
             return
         result_of, flatten = getattr(model, _RESULT_HOOK), getattr(model, _FLATTEN_HOOK)
         added = {}

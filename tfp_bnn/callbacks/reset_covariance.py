@@ -2,12 +2,13 @@
 
 import keras
 
+from tfp_bnn import _keras_internals
 from tfp_bnn.layers.random_feature_gaussian_process import RandomFeatureGaussianProcess
 
 
 def gp_layers(model):
     """The `RandomFeatureGaussianProcess` layers of `model`, nested models included."""
-    return [layer for layer in model._flatten_layers(include_self=True)
+    return [layer for layer in _keras_internals.flatten_layers(model, include_self=True)
             if isinstance(layer, RandomFeatureGaussianProcess)]
 
 

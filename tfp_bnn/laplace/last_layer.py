@@ -21,6 +21,7 @@ import math
 import keras
 import numpy as np
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 from tfp_bnn._memory import check_bytes
 from tfp_bnn.laplace import curvature
@@ -57,12 +58,13 @@ def last_dense(model):
                          f"(known inputs and outputs), got {type(model).__name__}.")
     if len(outputs) != 1:
         raise ValueError(f"LastLayerLaplace needs a model with one output, got {len(outputs)}.")
-    layer = outputs[0]._keras_history.operation
+    layer = _keras_internals.producing_layer(outputs[0])
     if not isinstance(layer, keras.layers.Dense) or layer not in model.layers:
         raise ValueError("LastLayerLaplace needs a model whose output comes from a "
                          f"keras.layers.Dense of the model itself, got {type(layer).__name__}.")
-    if len(layer._inbound_nodes) != 1:
-        raise ValueError(f"The last Dense '{layer.name}' is shared ({len(layer._inbound_nodes)}"
+    calls = len(_keras_internals.inbound_nodes(layer))
+    if calls != 1:
+        raise ValueError(f"The last Dense '{layer.name}' is shared ({calls}"
                          " calls); LastLayerLaplace needs it called once.")
     if len(layer.input.shape) != 2:
         raise ValueError(f"The last Dense '{layer.name}' takes inputs of shape "

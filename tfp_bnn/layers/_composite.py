@@ -3,7 +3,7 @@
 A composite layer owns no random weight itself: it builds tfp_bnn's
 variational layers as sublayers, each with its own KL term, `kl_weight`
 variable and `sampling` switch, so `KLScheduler`, `set_mean_mode` and
-`tfp_bnn.predict` reach them through `model._flatten_layers` as they reach
+`tfp_bnn.predict` reach them through the tracked sublayers as they reach
 any other variational layer. This module validates the arguments that are
 passed through to the sublayers (with the messages `BayesianLayer` gives),
 derives the sublayers' seeds and holds the training-only dropout.

@@ -44,6 +44,8 @@ import weakref
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
+
 # The graphs of a loop or branch body: a tensor made in one cannot be used
 # after the loop (`tensorflow.python.ops.control_flow_util_v2`). Matched by
 # name, as TensorFlow does not export them.
@@ -60,14 +62,6 @@ _COUNTED = weakref.WeakKeyDictionary()
 _PENDING = weakref.WeakKeyDictionary()
 
 
-def _current_call_context():
-    try:
-        from keras.src.backend.common import global_state  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - Keras moved its private state
-        return None
-    return global_state.get_global_attribute("current_call_ctx")
-
-
 def in_loop_body():
     """True while tracing the body of a while loop, a cond branch or a vectorized map."""
     if tf.executing_eagerly():
@@ -80,7 +74,7 @@ def in_loop_body():
     return _PFOR_SCOPE in tf.get_current_name_scope().split("/")
 
 
-class KLTracking:
+class KLTracking(_keras_internals.LossHooks):
     """Mixin for Keras layers that add a weighted KL with `add_loss`.
 
     Call `_create_kl_tracker()` in `__init__` after `Layer.__init__`. In
@@ -106,7 +100,7 @@ class KLTracking:
         left pending for the `losses` read after the loop (see the module
         docstring).
         """
-        context = _current_call_context()
+        context = _keras_internals.current_call_context()
         if context is not None:
             counted = _COUNTED.setdefault(context, set())
             if id(self) in counted:
@@ -121,21 +115,19 @@ class KLTracking:
     def _deferred_kl_penalty(self, rows):
         raise NotImplementedError(f"{type(self).__name__} must define `_deferred_kl_penalty`.")
 
-    def _get_own_losses(self):
+    def _before_losses_read(self):
         pending = _PENDING.get(self)
         if pending:
             rows = pending.pop(threading.get_ident(), None)
             if rows is not None:
                 self.add_loss(self._deferred_kl_penalty(rows))
-        return super()._get_own_losses()
 
-    def _clear_losses(self):
+    def _before_losses_cleared(self):
         # Keras clears every sublayer's losses when an outer call starts: a
         # KL left pending by an earlier call goes with them.
         pending = _PENDING.get(self)
         if pending:
             pending.pop(threading.get_ident(), None)
-        super()._clear_losses()
 
     @property
     def metrics(self):

@@ -1,6 +1,6 @@
 """Reading float32 variables as float32 inside a mixed-precision layer's call."""
 
-import contextlib
+from tfp_bnn import _keras_internals
 
 
 def float32_variables():
@@ -11,8 +11,4 @@ def float32_variables():
     reading a variable inside `call` would give float16 parameters and a
     float16 KL. The layers cast what enters the forward pass themselves.
     """
-    try:
-        from keras.src.backend import AutocastScope  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - Keras moved its private scope
-        return contextlib.nullcontext()
-    return AutocastScope(None)
+    return _keras_internals.AutocastScope(None)

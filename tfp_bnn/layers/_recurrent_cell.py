@@ -30,12 +30,11 @@ import threading
 import keras
 import tensorflow as tf
 from keras import ops
-from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
 from tfp_bnn import noise
 from tfp_bnn.layers.base import BayesianLayer
-from tfp_bnn.layers._kl_tracking import _current_call_context
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers._tracing import sample_context
 
@@ -69,7 +68,7 @@ class FlipoutKernel:
         return ops.matmul(x, self.loc) + ops.matmul(x * self.sign_in, self.delta) * self.sign_out
 
 
-class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
+class BayesianRNNCellBase(_keras_internals.DropoutRNNCell, BayesianLayer):
     """A `BayesianLayer` with the arguments of `keras.layers.LSTMCell`/`GRUCell`.
 
     Subclasses set `gates` (the number of gate blocks in the kernels) and
@@ -143,8 +142,7 @@ class BayesianRNNCellBase(DropoutRNNCell, BayesianLayer):
     def get_dropout_mask(self, step_input):
         # `keras.layers.RNN` calls this once before its loop: the pass's weights
         # (and its KL) are drawn here, outside the loop body.
-        context = _current_call_context()
-        training = None if context is None else context.get_value("training")
+        training = _keras_internals.call_training()
         with float32_variables():
             step_input = ops.cast(step_input, self.compute_dtype)
             self._passes[threading.get_ident()] = self._draw_pass(step_input, training)

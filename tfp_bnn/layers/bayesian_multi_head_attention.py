@@ -6,10 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-# Keras' own accessors of a tensor's `_keras_mask` (no public name in Keras 3).
-from keras.src.backend.common.masking import get_keras_mask
-from keras.src.backend.common.masking import set_keras_mask
-
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
 from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
@@ -271,7 +268,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         # after Embedding(mask_zero=True)); the query's is read here, as in
         # keras.layers.MultiHeadAttention, unless given.
         if query_mask is None:
-            query_mask = get_keras_mask(query)
+            query_mask = _keras_internals.get_keras_mask(query)
         query, value = ops.convert_to_tensor(query), ops.convert_to_tensor(value)
         key = value if key is None else ops.convert_to_tensor(key)
         if attention_mask is not None:
@@ -296,7 +293,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         context = tf.reshape(context, tf.concat([shape[:2], [self.num_heads * self.value_dim]], 0))
         outputs = self.output_dense(context, training=training)
         if query_mask is not None:
-            set_keras_mask(outputs, query_mask)
+            _keras_internals.set_keras_mask(outputs, query_mask)
         if return_attention_scores:
             return outputs, probabilities
         return outputs

@@ -4,13 +4,13 @@
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
 from tfp_bnn.layers import _composite
 from tfp_bnn.layers.base import variational_config
 from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.bayesian_multi_head_attention import check_attention_shapes
-from tfp_bnn.layers.bayesian_multi_head_attention import get_keras_mask
 
 # Sublayer seed slots (times _composite.SEED_STRIDE): the attention takes
 # slots 0-4 (four projections and its dropout), then the rest of the block.
@@ -159,7 +159,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
     def call(self, inputs, attention_mask=None, training=None, use_causal_mask=False,
              mask=None):
         if mask is None:  # Keras fills `mask` only when `inputs` is the one tensor argument
-            mask = get_keras_mask(inputs)
+            mask = _keras_internals.get_keras_mask(inputs)
         inputs = tf.convert_to_tensor(inputs)
         self._check_input_shape(inputs.shape)
         # The padding mask enters the attention as query and key mask, as

@@ -10,6 +10,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
+
 
 def check_model(model):
     """Raises ValueError unless `model` is a built Keras model or layer."""
@@ -28,7 +30,7 @@ def _expected_inputs(model):
     except (AttributeError, ValueError, TypeError):
         specs = None
     if specs:
-        struct = getattr(model, "_inputs_struct", None)
+        struct = _keras_internals.inputs_struct(model)
         if isinstance(struct, dict):
             return {key: tuple(struct[key].shape) for key in struct}
         return [(spec.name, tuple(spec.shape)) for spec in specs]

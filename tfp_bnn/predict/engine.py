@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers._tracing import sample_trace
@@ -92,7 +93,7 @@ class MonteCarloRunner:
     def __init__(self, model, jit_compile=False):
         self.model = model
         self.layers = [
-            layer for layer in model._flatten_layers(include_self=True)
+            layer for layer in _keras_internals.flatten_layers(model, include_self=True)
             if isinstance(layer, BayesianLayer)
         ]
         # Whatever `jit_compile` says, the draws of a model with a large weight
@@ -214,7 +215,7 @@ def output_layer(model):
         return None
     if len(outputs) != 1:
         return None
-    layer = getattr(getattr(outputs[0], "_keras_history", None), "operation", None)
+    layer = _keras_internals.producing_layer(outputs[0])
     if isinstance(layer, keras.Model):  # a nested model: its own output layer decides
         return output_layer(layer)
     return layer
@@ -258,7 +259,7 @@ def sample_multiple(model):
     least common multiple over its layers.
     """
     return math.lcm(1, *(int(getattr(layer, "samples_multiple", 1))
-                         for layer in model._flatten_layers(include_self=True)))
+                         for layer in _keras_internals.flatten_layers(model, include_self=True)))
 
 
 def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.modes import set_mean_mode
 from tfp_bnn.testing._common import random_inputs
@@ -32,7 +33,7 @@ def _self_call(layer, x, **kwargs):
 
 def variational_sublayers(layer):
     """The `BayesianLayer`s inside `layer`, nested ones included."""
-    return [sub for sub in layer._flatten_layers(include_self=False)
+    return [sub for sub in _keras_internals.flatten_layers(layer, include_self=False)
             if isinstance(sub, BayesianLayer)]
 
 

@@ -19,6 +19,7 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _keras_internals
 from tfp_bnn.predict.engine import runner_for
 from tfp_bnn.testing.accelerator_audit import audit_function
 from tfp_bnn.testing.accelerator_audit import summary
@@ -68,7 +69,7 @@ def _train_step_report(model, x, y, name, xla):
     model.optimizer.build(model.trainable_variables)
     step = tf.function(model.train_step, jit_compile=False)
     report = audit_function(step, ((x, y),), name, xla=xla)
-    report.jit_blockers = tuple(layer.name for layer in model._flatten_layers()
+    report.jit_blockers = tuple(layer.name for layer in _keras_internals.flatten_layers(model)
                                 if not layer.supports_jit)
     return report
 
