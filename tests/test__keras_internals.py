@@ -8,7 +8,6 @@ Keras' private tree.
 
 import ast
 import inspect
-import io
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from tfp_bnn import _keras_internals as internals
+from tfp_bnn.callbacks.atomic_backup_and_restore import weights_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -322,14 +322,9 @@ def test_evaluate_goes_through_the_two_hooks():
 def test_h5_store_in_memory_writes_what_load_weights_reads(tmp_path):
     model = _tiny_model()
     model.layers[0].kernel.assign([[2.5]])
-    buffer = io.BytesIO()
-    store = internals.H5IOStore(buffer, mode="w")
-    try:
-        internals.save_weights_state(model, store)
-    finally:
-        store.close()
+    # weights_bytes is H5IOStore on a BytesIO filled by save_weights_state.
     path = tmp_path / "copy.weights.h5"
-    path.write_bytes(buffer.getvalue())
+    path.write_bytes(weights_bytes(model))
     restored = _tiny_model()
     restored.load_weights(str(path))
     for saved, loaded in zip(model.weights, restored.weights):
