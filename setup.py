@@ -15,6 +15,13 @@ from setuptools import find_packages, setup
 # TensorFlow (2.0.11, the version tested: it brings griffe 2, whose extension hooks
 # .ci/docs/griffe_keras.py uses); mkdocs-jupyter, which renders colab/*.ipynb with the
 # outputs stored in them (0.26: its `cache` option).
+# Keras' JAX backend with TFP's JAX substrate (`KERAS_BACKEND=jax`). TFP 0.25's
+# substrate imports private JAX modules that jax 0.7 removed
+# (`jax.interpreters.xla.pytype_aval_mappings`), so jax stays in 0.6.x; 0.6.2 is the
+# version run (with jaxlib 0.6.2 and Keras 3.15). `[cpu]` brings jaxlib; on an NVIDIA
+# GPU install "jax[cuda12]==0.6.2" instead.
+JAX = ["jax[cpu]>=0.6.2,<0.7"]
+
 DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
         "mkdocs-jupyter>=0.26", "black>=24"]  # black: formats the API pages' signatures
 
@@ -73,9 +80,11 @@ setup(
         # the suite in two processes (pytest.ini): most tests are small
         # models bound by Python overhead, so two workers on two cores took
         # the suite from 22 to 14 minutes.
-        # The docs packages too: tests/docs builds the site with --strict.
+        # The docs packages too: tests/docs builds the site with --strict; and
+        # JAX, for `KERAS_BACKEND=jax pytest` (CI runs both backends).
         "test": ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
-                 "nbclient", "nbformat", "ipykernel"] + DOCS,
+                 "nbclient", "nbformat", "ipykernel"] + DOCS + JAX,
+        "jax": JAX,
         "docs": DOCS,
     },
 )

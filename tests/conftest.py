@@ -99,7 +99,12 @@ def pytest_collection_finish(session):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Costliest files first; ties keep their collection order.
+    """On JAX only the tests marked `jax`; then costliest files first.
+
+    `KERAS_BACKEND=jax pytest` runs the tests marked `pytest.mark.jax`
+    (a module's `pytestmark`, usually): the parts of the package ported to
+    `keras.ops` and TFP's JAX substrate, checked on both backends. The rest
+    is deselected, and the count is reported as pytest reports deselection.
 
     With `--dist loadfile` each file goes whole to the next free worker in
     the order given here (pytest.ini turns off xdist's own reordering, by
@@ -108,6 +113,12 @@ def pytest_collection_modifyitems(config, items):
     A file missing from file_seconds.json counts as the median file, or as
     the costliest if it has a slow test.
     """
+    if keras.backend.backend() == "jax":
+        kept = [item for item in items if item.get_closest_marker("jax")]
+        dropped = [item for item in items if not item.get_closest_marker("jax")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     seconds = _read_file_seconds()
     known = sorted(seconds.values())
     typical, top = (statistics.median(known), known[-1]) if known else (0.0, 1.0)

@@ -1,28 +1,34 @@
-"""`import tfp_bnn` on a Keras backend other than TensorFlow: one clear ImportError."""
+"""`import tfp_bnn` on TensorFlow and JAX; on any other Keras backend one clear ImportError."""
 
 import json
 import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from tfp_bnn import _backend
 
+pytestmark = pytest.mark.jax
 
-@pytest.mark.parametrize("name", ["jax", "torch", "numpy", "openvino"])
+
+@pytest.mark.parametrize("name", ["torch", "numpy", "openvino"])
 def test_every_other_backend_gets_the_one_message(name):
     with pytest.raises(ImportError) as info:
         _backend.check_backend(name)
     message = str(info.value)
     assert f"active Keras backend is {name!r}" in message
-    assert "KERAS_BACKEND=tensorflow" in message
+    assert "KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax" in message
     assert "before keras is first imported" in message
 
 
-def test_tensorflow_passes_and_is_what_this_process_runs():
+def test_tensorflow_and_jax_pass_and_this_process_runs_one_of_them():
     _backend.check_backend("tensorflow")
-    _backend.require_tensorflow()
+    _backend.check_backend("jax")
+    _backend.require_supported()
+    assert _backend.active() == keras.backend.backend() in _backend.SUPPORTED
+    assert _backend.is_jax() == (keras.backend.backend() == "jax")
 
 
 def _home_with_config(tmp_path, config):
@@ -58,5 +64,40 @@ def test_import_under_the_numpy_backend_fails_with_the_message(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: tfp_bnn needs the TensorFlow backend"), done.stderr
-    assert "'numpy'" in last and "KERAS_BACKEND=tensorflow" in last
+    assert last.startswith("ImportError: tfp_bnn runs on the TensorFlow and JAX"), done.stderr
+    assert "'numpy'" in last and "KERAS_BACKEND=jax" in last
+
+
+def test_substrate_is_the_active_backends_tfp():
+    from tfp_bnn._substrate import tfd
+
+    normal = tfd.Normal(keras.ops.zeros(3), 1.0)
+    sample = normal.sample(seed=_seed())
+    # The sample is an array of the backend Keras computes with.
+    assert type(sample) is type(keras.ops.convert_to_tensor(normal.mean()))
+    assert keras.ops.is_tensor(sample)
+
+
+def _seed():
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.random.PRNGKey(0)
+    return 0
+
+
+def test_a_jax_newer_than_tfp_knows_gets_the_versions_and_the_extra(monkeypatch):
+    import tensorflow_probability.substrates as substrates
+
+    class Broken:
+        def __getattr__(self, name):
+            raise AttributeError("module 'jax.interpreters.xla' has no attribute "
+                                 "'pytype_aval_mappings'")
+
+    pytest.importorskip("jax")
+    monkeypatch.setattr(substrates, "jax", Broken(), raising=False)
+    with pytest.raises(ImportError) as info:
+        _backend._check_jax_substrate()
+    message = str(info.value)
+    assert "fails with jax" in message and "pytype_aval_mappings" in message
+    assert 'pip install "tfp-bnn[jax]"' in message

@@ -9,10 +9,10 @@ for N training examples.
 
 __version__ = "0.1.0"
 
-# Before anything imports Keras layers: a clear ImportError on any other backend.
+# Before anything imports Keras layers: a clear ImportError on an unsupported backend.
 from tfp_bnn import _backend
 
-_backend.require_tensorflow()
+_backend.require_supported()
 
 from tfp_bnn import callbacks
 from tfp_bnn import data
