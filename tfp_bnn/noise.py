@@ -17,12 +17,19 @@ the draws name their algorithm, chosen for where the graph runs:
 The inverse-CDF normals are exact up to float32 resolution (|eps| <= 5.4).
 The same seed therefore gives the same numbers within one compilation mode,
 not across modes.
+
+On the JAX backend a seed is a JAX PRNG key (uint32 pair) split from one
+advance of the generator, and the draws are `keras.random`'s, which on JAX
+are `jax.random`'s (ThreeFry, XLA-compiled like everything JAX runs).
 """
 
 import math
 
+import keras
 import numpy as np
 import tensorflow as tf
+
+from tfp_bnn import _backend
 
 # Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
 _U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
@@ -31,7 +38,13 @@ _PHILOX = tf.random.Algorithm.PHILOX.value
 
 
 def in_xla_context():
-    """True while tracing inside a function that XLA compiles."""
+    """True while tracing inside a function that XLA compiles.
+
+    Always True on JAX, which compiles every computation with XLA (and has
+    no graphs outside it to fuse clusters for).
+    """
+    if _backend.is_jax():
+        return True
     try:
         from tensorflow.python.ops import control_flow_util  # noqa: PLC0415
     except ImportError:  # pragma: no cover - private module moved
@@ -41,8 +54,13 @@ def in_xla_context():
 
 
 def next_seed(seed_generator):
-    """Next int32 seed pair from `seed_generator` (advancing its state)."""
+    """Next int32 seed pair from `seed_generator` (advancing its state).
+
+    On JAX, the next PRNG key (uint32 pair) of the generator.
+    """
     seed = seed_generator.next()
+    if _backend.is_jax():
+        return _jax_key(seed)
     return tf.cast(tf.math.floormod(seed, 2**31 - 1), tf.int32)
 
 
@@ -54,7 +72,28 @@ def call_seeds(seed_generator, count):
     orders the graph, and three of them cost a Flipout layer more than its
     random numbers did (~0.5 ms per call on 2 CPU cores).
     """
-    return tf.unstack(tf.random.experimental.stateless_split(next_seed(seed_generator), count))
+    return split(next_seed(seed_generator), count)
+
+
+def split(seed, count):
+    """`count` independent seed pairs derived from the seed pair `seed`, as a list."""
+    if _backend.is_jax():
+        import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+        return list(jax.random.split(_jax_key(seed), count))
+    return tf.unstack(tf.random.experimental.stateless_split(seed, count))
+
+
+def zero_seed():
+    """A constant seed pair, for calls that draw no noise."""
+    if _backend.is_jax():
+        return keras.ops.zeros([2], "uint32")
+    return tf.zeros([2], tf.int32)
+
+
+def _jax_key(seed):
+    """A raw JAX PRNG key (uint32 pair) from Keras' seed state (or any int pair)."""
+    return keras.ops.cast(seed, "uint32")
 
 
 def _philox_key_counter(seed):
@@ -70,6 +109,8 @@ def _philox_key_counter(seed):
 
 def normal(shape, dtype, seed):
     """Standard normal draws of `shape` in `dtype` from an int32 seed pair."""
+    if _backend.is_jax():
+        return keras.random.normal(tuple(shape), dtype=dtype, seed=_jax_key(seed))
     if in_xla_context():
         u = tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0,
                                         alg="threefry")
@@ -82,6 +123,8 @@ def normal(shape, dtype, seed):
 
 def uniform(shape, seed):
     """float32 draws from U[0, 1) of `shape` from an int32 seed pair."""
+    if _backend.is_jax():
+        return keras.random.uniform(tuple(shape), dtype="float32", seed=_jax_key(seed))
     if in_xla_context():
         return tf.random.stateless_uniform(shape, seed=seed, alg="threefry")
     key, counter = _philox_key_counter(seed)
@@ -91,4 +134,15 @@ def uniform(shape, seed):
 
 def signs(shape, dtype, seed):
     """Random signs +-1 of `shape` (Flipout's sign vectors)."""
+    if _backend.is_jax():
+        ops = keras.ops
+        return ops.cast(ops.where(uniform(shape, seed) < 0.5, -1.0, 1.0), dtype)
     return tf.cast(tf.where(uniform(shape, seed) < 0.5, -1.0, 1.0), dtype)
+
+
+def shape_of(x):
+    """The shape of `x` to draw noise of: `tf.shape` on TensorFlow (dynamic
+    dimensions as the one Shape op the raw draws take), the static tuple on JAX."""
+    if _backend.is_jax():
+        return tuple(x.shape)
+    return tf.shape(x)

@@ -48,14 +48,13 @@ Example, a prior of your own with one learned scale per weight tensor
 import math
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
+from keras import ops
 
 from tfp_bnn import _validation as check
+from tfp_bnn import _variables
+from tfp_bnn._substrate import tfd
 from tfp_bnn.config_objects import ConfigObject
 from tfp_bnn.config_objects import resolve
-
-tfd = tfp.distributions
 
 
 def _normal_kl(loc, scale, prior_loc, prior_scale):
@@ -65,13 +64,13 @@ def _normal_kl(loc, scale, prior_loc, prior_scale):
     Normals, with fewer element-wise passes over the weights. The prior's
     parameters broadcast against the weights (scalars or weight-shaped).
     """
-    s0 = tf.cast(prior_scale, scale.dtype)
-    m0 = tf.cast(prior_loc, loc.dtype)
-    ratio = tf.square(scale / s0) + tf.square((loc - m0) / s0)
-    log_ratio = tf.math.log(scale / s0)
+    s0 = ops.cast(prior_scale, scale.dtype)
+    m0 = ops.cast(prior_loc, loc.dtype)
+    ratio = ops.square(scale / s0) + ops.square((loc - m0) / s0)
+    log_ratio = ops.log(scale / s0)
     if log_ratio.shape != ratio.shape:  # e.g. one scale for a whole tensor
-        log_ratio = tf.broadcast_to(log_ratio, tf.shape(ratio))
-    return 0.5 * tf.reduce_sum(ratio - 1.0) - tf.reduce_sum(log_ratio)
+        log_ratio = ops.broadcast_to(log_ratio, ratio.shape)
+    return 0.5 * ops.sum(ratio - 1.0) - ops.sum(log_ratio)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -137,7 +136,7 @@ class Prior(ConfigObject):
             A `tfd.Distribution` whose event shape is `shape`.
         """
         element = self.element_distribution(dtype)
-        rank = element.batch_shape.rank
+        rank = len(element.batch_shape)
         if rank:  # per-weight parameters: the batch already has the weight shape
             return tfd.Independent(element, reinterpreted_batch_ndims=rank)
         return tfd.Sample(element, sample_shape=tuple(shape))
@@ -167,7 +166,8 @@ class NormalPrior(Prior):
 
     def element_distribution(self, dtype="float32"):
         return tfd.Normal(
-            loc=tf.constant(self.loc, dtype), scale=tf.constant(self.scale, dtype)
+            loc=ops.convert_to_tensor(self.loc, dtype),
+            scale=ops.convert_to_tensor(self.scale, dtype),
         )
 
     def kl_from_normal(self, loc, scale):
@@ -216,11 +216,11 @@ class ScaleMixturePrior(Prior):
     def element_distribution(self, dtype="float32"):
         return tfd.MixtureSameFamily(
             mixture_distribution=tfd.Categorical(
-                probs=tf.constant([self.pi, 1.0 - self.pi], dtype)
+                probs=ops.convert_to_tensor([self.pi, 1.0 - self.pi], dtype)
             ),
             components_distribution=tfd.Normal(
-                loc=tf.zeros([2], dtype),
-                scale=tf.constant([self.sigma1, self.sigma2], dtype),
+                loc=ops.zeros([2], dtype),
+                scale=ops.convert_to_tensor([self.sigma1, self.sigma2], dtype),
             ),
         )
 
@@ -300,9 +300,9 @@ class TrainableNormalPrior(Prior):
                 "`build(layer, name, shape)` returns (a built layer's prior)."
             )
         loc, rho = self.variables
-        loc = tf.cast(tf.convert_to_tensor(loc), dtype)
-        scale = tf.constant(self.scale, dtype) if rho is None else tf.cast(
-            tf.nn.softplus(tf.convert_to_tensor(rho)), dtype)
+        loc = ops.cast(_variables.read(loc), dtype)
+        scale = ops.convert_to_tensor(self.scale, dtype) if rho is None else ops.cast(
+            ops.softplus(_variables.read(rho)), dtype)
         return loc, scale
 
     def element_distribution(self, dtype="float32"):
@@ -358,10 +358,10 @@ class CenteredNormalPrior(Prior):
         if self.loc is None:
             raise ValueError("CenteredNormalPrior has no centre yet: use the prior that "
                              "`build(layer, name, shape)` returns (a built layer's prior).")
-        return tf.cast(tf.convert_to_tensor(self.loc), dtype)
+        return ops.cast(_variables.read(self.loc), dtype)
 
     def element_distribution(self, dtype="float32"):
-        return tfd.Normal(self._centre(dtype), tf.constant(self.scale, dtype))
+        return tfd.Normal(self._centre(dtype), ops.convert_to_tensor(self.scale, dtype))
 
     def kl_from_normal(self, loc, scale):
         return _normal_kl(loc, scale, self._centre(loc.dtype), self.scale)

@@ -10,6 +10,8 @@ from tfp_bnn.callbacks import LinearWarmup
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseReparameterization
 
+pytestmark = pytest.mark.jax
+
 N = 64
 
 

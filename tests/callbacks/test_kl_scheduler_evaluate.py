@@ -14,6 +14,8 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseReparameterization
 
+pytestmark = pytest.mark.jax
+
 N = 40
 HOOKS = {"_get_metrics_result_or_logs", "_flatten_metrics_in_order"}
 

@@ -8,6 +8,8 @@ import pytest
 
 from tfp_bnn.callbacks import kl_schedules as ks
 
+pytestmark = pytest.mark.jax
+
 
 def test_constant_is_one():
     assert ks.ConstantSchedule().factor(3, 7, 10) == 1.0

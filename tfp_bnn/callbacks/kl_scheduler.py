@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _backend
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import kl_schedules
@@ -147,6 +148,7 @@ class KLScheduler(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         value = self.current_weight(batch)
         if value != self._last_value:
+            _sync_training_state(self.model)
             for layer in self._layers:
                 layer.kl_weight.assign(value)
             self._last_value = value
@@ -164,13 +166,18 @@ class KLScheduler(keras.callbacks.Callback):
         """{layer name: batch-size-weighted mean of its KL term} since the last reset."""
         if not self._trackers:
             return {}
+        _sync_training_state(self.model)  # JAX: the trackers as the last step left them
         if self._reader is None:
             trackers = [tracker for _, tracker in self._trackers]
-            # One call per batch instead of one small op per layer; outside any
-            # replica context, so on-read variables sum over replicas.
-            self._reader = tf.function(lambda: tf.stack([t.result() for t in trackers]))
+            if _backend.is_jax():
+                self._reader = lambda: keras.ops.stack([t.result() for t in trackers])
+            else:
+                # One call per batch instead of one small op per layer; outside any
+                # replica context, so on-read variables sum over replicas.
+                self._reader = tf.function(lambda: tf.stack([t.result() for t in trackers]))
         totals = {}
-        for (name, _), value in zip(self._trackers, self._reader().numpy().tolist()):
+        values = keras.ops.convert_to_numpy(self._reader()).tolist()
+        for (name, _), value in zip(self._trackers, values):
             totals[name] = totals.get(name, 0.0) + value  # equal names in nested models
         return totals
 
@@ -261,6 +268,19 @@ class KLScheduler(keras.callbacks.Callback):
             "schedule": keras.saving.serialize_keras_object(self.schedule),
             "per_layer_kl": self.per_layer_kl,
         }
+
+
+def _sync_training_state(model):
+    """Lets an assignment made now reach the next training step on JAX.
+
+    Keras' JAX trainer carries the model's state from step to step outside
+    its variables and reads the variables again only after a callback synced
+    that state back into them (`jax_state_sync`); other backends train on the
+    variables themselves and have nothing to sync.
+    """
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None:
+        sync()
 
 
 def _same(a, b):

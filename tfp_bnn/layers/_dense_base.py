@@ -1,6 +1,6 @@
 """Shape handling shared by the variational Dense layers."""
 
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers._shapes import DenseShapes
@@ -15,7 +15,7 @@ class BayesianDenseBase(DenseShapes, BayesianLayer):
 
     def _apply_sampled_kernels(self, sliced, kernels):
         # One batched matmul: [S, B*, in] @ [S, in, units], B* = all leading axes.
-        shape = tf.shape(sliced)
-        flat = tf.reshape(sliced, [shape[0], -1, shape[-1]])
-        outputs = tf.matmul(flat, kernels)
-        return tf.reshape(outputs, tf.concat([shape[:-1], [self.units]], axis=0))
+        shape = ops.shape(sliced)
+        flat = ops.reshape(sliced, (shape[0], -1, shape[-1]))
+        outputs = ops.matmul(flat, kernels)
+        return ops.reshape(outputs, tuple(shape[:-1]) + (self.units,))

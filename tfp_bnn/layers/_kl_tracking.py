@@ -13,7 +13,10 @@ variational layer would add a `<layer>_kl` entry to what `evaluate`,
 metric still lives in the layer (its update runs inside the compiled step,
 its variables are on-read-synchronized under `tf.distribute`, and it is
 saved as before); only the `metrics` list leaves it out. `KLScheduler`
-resets and reads the trackers around epochs and evaluations.
+resets and reads the trackers around epochs and evaluations. On JAX, where
+the compiled steps are pure functions of the state Keras hands them, the
+tracker's variables are part of the layer's `non_trainable_variables` (as
+Keras documents metric state there), so that its updates leave the step.
 
 Once per forward pass. KL(q || p) is a function of the weights, not of the
 inputs, so like a `kernel_regularizer` it belongs in the objective once per
@@ -43,7 +46,9 @@ import weakref
 
 import keras
 import tensorflow as tf
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _keras_internals
 
 # The graphs of a loop or branch body: a tensor made in one cannot be used
@@ -63,8 +68,11 @@ _PENDING = weakref.WeakKeyDictionary()
 
 
 def in_loop_body():
-    """True while tracing the body of a while loop, a cond branch or a vectorized map."""
-    if tf.executing_eagerly():
+    """True while tracing the body of a while loop, a cond branch or a vectorized map.
+
+    A TensorFlow graph question: always False on JAX.
+    """
+    if _backend.is_jax() or tf.executing_eagerly():
         return False
     graph = tf.compat.v1.get_default_graph()
     while graph is not None:
@@ -89,7 +97,7 @@ class KLTracking(_keras_internals.LossHooks):
 
     def _record_kl(self, penalty, batch_size):
         """Logs `penalty` (the term added to the loss) for `batch_size` rows."""
-        self.kl_tracker.update_state(penalty, sample_weight=tf.cast(batch_size, "float32"))
+        self.kl_tracker.update_state(penalty, sample_weight=ops.cast(batch_size, "float32"))
 
     def _claim_kl(self, static_rows):
         """Whether this call adds its KL now.
@@ -128,6 +136,16 @@ class KLTracking(_keras_internals.LossHooks):
         pending = _PENDING.get(self)
         if pending:
             pending.pop(threading.get_ident(), None)
+
+    @property
+    def variables(self):
+        """The layer's state as Keras lists it; on JAX with the KL tracker's."""
+        variables = super().variables
+        tracker = getattr(self, "kl_tracker", None)
+        if tracker is None or not _backend.is_jax():
+            return variables
+        return variables + [v for v in tracker.variables
+                            if not any(v is known for known in variables)]
 
     @property
     def metrics(self):

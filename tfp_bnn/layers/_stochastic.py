@@ -10,7 +10,7 @@ turns, and the warning when training starts with `kl_weight` unset.
 import warnings
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn import _validation
 from tfp_bnn.layers._kl_tracking import KLTracking
@@ -65,8 +65,8 @@ class StochasticLayer(KLTracking):
         if training:
             return None
         if flag("force_mean"):
-            return tf.constant(0.0, self._noise_dtype())
-        return tf.cast(self.sampling, self._noise_dtype())
+            return ops.convert_to_tensor(0.0, self._noise_dtype())
+        return ops.cast(self.sampling, self._noise_dtype())
 
     def _warn_if_kl_weight_unset(self, training):
         """Warns once when training starts with the default kl_weight of 1.0."""

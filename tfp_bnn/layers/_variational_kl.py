@@ -8,7 +8,7 @@ The layer adds kl_weight * KL with `add_loss` once per outer call (see
 `_kl_tracking`) and logs it in its `kl` tracker.
 """
 
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn import _validation
 from tfp_bnn import noise
@@ -96,16 +96,16 @@ class VariationalKL(StochasticLayer):
         """
         if draw.kl is not None:
             return draw.kl
-        mean = tf.cast(self.posterior.mean(draw.prepared), "float32")
-        sample = mean + tf.cast(draw.perturbation, "float32")
+        mean = ops.cast(self.posterior.mean(draw.prepared), "float32")
+        sample = mean + ops.cast(draw.perturbation, "float32")
         p = (draw.prior or self.prior).element_distribution("float32")
         if draw.log_prob is not None:  # log q of the sample, computed by the posterior
-            return draw.log_prob - tf.reduce_sum(p.log_prob(sample))
+            return draw.log_prob - ops.sum(p.log_prob(sample))
         log_q = self.posterior.distribution(draw.prepared).log_prob(sample)
         log_p = p.log_prob(sample)
         if log_q.shape == log_p.shape:  # element-wise q: difference first, less cancellation
-            return tf.reduce_sum(log_q - log_p)
-        return tf.reduce_sum(log_q) - tf.reduce_sum(log_p)  # q joint over the weights
+            return ops.sum(log_q - log_p)
+        return ops.sum(log_q) - ops.sum(log_p)  # q joint over the weights
 
     def _add_kl(self, inputs, training, kernel_draw, *other_draws):
         """Adds kl_weight * KL of the draws (None ones skipped) to the losses and tracker.
@@ -117,13 +117,13 @@ class VariationalKL(StochasticLayer):
         if flag("skip_kl"):
             return
         self._warn_if_kl_weight_unset(training)
-        if not self._claim_kl(inputs.shape[0] if inputs.shape.rank else None):
+        if not self._claim_kl(inputs.shape[0] if len(inputs.shape) else None):
             return
         kl = self._kl_of(kernel_draw)
         for draw in other_draws:  # the bias, a recurrent kernel
             if draw is not None:
                 kl = kl + self._kl_of(draw)
-        penalty = self._tracked_penalty(kl, tf.shape(inputs)[0])
+        penalty = self._tracked_penalty(kl, ops.shape(inputs)[0])
         # Each replica adds the whole KL; Keras's TensorFlow trainer divides
         # `add_loss` terms by the replica count before gradients are summed
         # across replicas, so the KL counts once per step

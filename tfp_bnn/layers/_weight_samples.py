@@ -7,7 +7,9 @@ computes S forward passes.
 """
 
 import tensorflow as tf
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn.layers._mixed_precision import float32_variables
 
 
@@ -43,21 +45,22 @@ class WeightSampling:
         if draws is None:
             draws = self.predictive_samples(num_samples)
         kernels, biases = draws
-        shape = tf.shape(inputs)
-        sliced = tf.reshape(inputs, tf.concat([[num_samples, -1], shape[1:]], axis=0))
+        sliced = ops.reshape(inputs, (num_samples, -1) + tuple(ops.shape(inputs)[1:]))
         outputs = self._apply_sampled_kernels(sliced, kernels)
         if biases is not None:
-            rank = outputs.shape.rank
-            outputs = outputs + tf.reshape(biases, self._sampled_bias_shape(rank, num_samples))
+            rank = len(outputs.shape)
+            outputs = outputs + ops.reshape(biases, self._sampled_bias_shape(rank, num_samples))
         elif self.use_bias:
-            outputs = outputs + self._shape_bias(tf.cast(self.bias, self.compute_dtype))
+            outputs = outputs + self._shape_bias(ops.cast(self.bias, self.compute_dtype))
         if self.activation is not None:
             outputs = self.activation(outputs)
-        out_shape = tf.shape(outputs)
-        return tf.reshape(outputs, tf.concat([[-1], out_shape[2:]], axis=0))
+        return ops.reshape(outputs, (-1,) + tuple(ops.shape(outputs)[2:]))
 
     def _apply_sampled_kernels(self, sliced, kernels):
         """[S, B, ...] inputs, [S, *kernel_shape] kernels -> [S, B, ...] outputs."""
+        if _backend.is_jax():
+            return ops.vectorized_map(lambda pair: self._apply_kernel(pair[0], pair[1]),
+                                      (sliced, kernels))
         dtype = self.compute_dtype
         return tf.map_fn(
             lambda pair: self._apply_kernel(pair[0], pair[1]),

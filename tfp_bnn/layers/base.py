@@ -24,11 +24,11 @@ al.'s minibatch objective with the KL spread evenly over the batches
 """
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
 from keras import ops
 
+from tfp_bnn import _variables
 from tfp_bnn import posteriors as posteriors_lib
+from tfp_bnn._substrate import tfd
 from tfp_bnn._tfp_names import reject_tfp_arguments
 from tfp_bnn import priors as priors_lib
 from tfp_bnn.layers._mixed_precision import float32_variables
@@ -39,8 +39,6 @@ from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.layers._variational_kl import VariationalKL
 from tfp_bnn.layers._variational_kl import check_kl_estimator
 from tfp_bnn.layers._weight_samples import WeightSampling
-
-tfd = tfp.distributions
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -215,7 +213,7 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
             return self._weight_posterior(self.bias_params)
         if self.bias is None:
             return None
-        return tfd.Independent(tfd.Deterministic(tf.convert_to_tensor(self.bias)),
+        return tfd.Independent(tfd.Deterministic(_variables.read(self.bias)),
                                reinterpreted_batch_ndims=len(self.bias.shape))
 
     @property
@@ -245,16 +243,18 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
         """
         self._require_location_scale()
         with float32_variables():
-            off = tf.constant(0.0) if _flag("force_mean") else tf.cast(self.sampling, "float32")
+            off = (ops.convert_to_tensor(0.0) if _flag("force_mean")
+                   else ops.cast(self.sampling, "float32"))
             loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.kernel_params))
-            kernel = (tf.cast(loc, "float32"), tf.square(tf.cast(scale, "float32")) * off)
+            kernel = (ops.cast(loc, "float32"), ops.square(ops.cast(scale, "float32")) * off)
             if not self.use_bias:
                 return kernel + (None, None)
             if self.bias_params is None:
-                bias = tf.cast(tf.convert_to_tensor(self.bias), "float32")
-                return kernel + (bias, tf.zeros_like(bias))
+                bias = ops.cast(_variables.read(self.bias), "float32")
+                return kernel + (bias, ops.zeros_like(bias))
             loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.bias_params))
-            return kernel + (tf.cast(loc, "float32"), tf.square(tf.cast(scale, "float32")) * off)
+            return kernel + (ops.cast(loc, "float32"),
+                             ops.square(ops.cast(scale, "float32")) * off)
 
     # -- call helpers ---------------------------------------------------------
     @staticmethod
@@ -266,9 +266,9 @@ class BayesianLayer(WeightSampling, VariationalKL, keras.layers.Layer):
         if not self.use_bias:
             return None, None
         if self.bias_params is None:
-            return tf.cast(self.bias, self.compute_dtype), None
+            return ops.cast(self.bias, self.compute_dtype), None
         draw = self._draw(self.bias_params, seed)
-        mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
+        mean = ops.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
         return mean + self._scaled(draw.perturbation, noise_scale), draw
 
     def _apply_kernel(self, inputs, kernel):

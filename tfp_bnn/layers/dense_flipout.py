@@ -1,7 +1,7 @@
 """Dense layer with Flipout: decorrelated weight noise per example."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn import noise
 from tfp_bnn.layers._dense_base import BayesianDenseBase
@@ -9,7 +9,7 @@ from tfp_bnn.layers._dense_base import BayesianDenseBase
 
 def signs_per_position(inputs, outputs):
     """Shapes of Flipout's input and output sign tensors: one sign per entry."""
-    return tf.shape(inputs), tf.shape(outputs)
+    return noise.shape_of(inputs), noise.shape_of(outputs)
 
 
 def flipout_call(layer, inputs, training, sign_shapes=signs_per_position):
@@ -24,7 +24,7 @@ def flipout_call(layer, inputs, training, sign_shapes=signs_per_position):
     seeds = layer._call_seeds()
     draw = layer._draw(layer.kernel_params, seeds[0])
     loc, _ = layer.posterior.loc_scale(draw.prepared)
-    outputs = layer._apply_kernel(inputs, tf.cast(loc, dtype))
+    outputs = layer._apply_kernel(inputs, ops.cast(loc, dtype))
     in_shape, out_shape = sign_shapes(inputs, outputs)
     sign_in = noise.signs(in_shape, dtype, seeds[2])
     sign_out = noise.signs(out_shape, dtype, seeds[3])

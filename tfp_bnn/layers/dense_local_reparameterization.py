@@ -1,7 +1,6 @@
 """Dense layer with the local reparameterization trick."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from tfp_bnn import noise
@@ -22,7 +21,7 @@ def _variance_dtype(dtype):
     (and inf for merely large inputs), and small posterior scales lost their
     noise altogether. The mean x @ loc has no squares and stays in `dtype`.
     """
-    return tf.float64 if tf.as_dtype(dtype) == tf.float64 else tf.float32
+    return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -86,20 +85,20 @@ class DenseLocalReparameterization(BayesianDenseBase):
         seeds = self._call_seeds()
         draw = self._draw(self.kernel_params, seeds[0], with_noise=False)
         loc, scale = self.posterior.loc_scale(draw.prepared)
-        mean = ops.matmul(inputs, tf.cast(loc, dtype))
+        mean = ops.matmul(inputs, ops.cast(loc, dtype))
         var_dtype = _variance_dtype(dtype)
-        variance = ops.matmul(ops.square(tf.cast(inputs, var_dtype)),
-                              tf.cast(ops.square(scale), var_dtype))
+        variance = ops.matmul(ops.square(ops.cast(inputs, var_dtype)),
+                              ops.cast(ops.square(scale), var_dtype))
         if bias_per_row and self.bias_params is not None:
             bias_loc, bias_scale = self.posterior.loc_scale(
                 self.posterior.prepare(self.bias_params))
-            variance = variance + tf.cast(ops.square(bias_scale), var_dtype)
-            bias, bias_draw = tf.cast(bias_loc, dtype), None
+            variance = variance + ops.cast(ops.square(bias_scale), var_dtype)
+            bias, bias_draw = ops.cast(bias_loc, dtype), None
         else:
             bias, bias_draw = self._bias_value(noise_scale, seeds[1])
-        stddev = tf.cast(ops.sqrt(ops.maximum(variance, tf.cast(_VARIANCE_FLOOR, var_dtype))),
-                         dtype)
-        eps = noise.normal(tf.shape(mean), dtype, seeds[2])
+        stddev = ops.cast(ops.sqrt(ops.maximum(variance, ops.cast(_VARIANCE_FLOOR, var_dtype))),
+                          dtype)
+        eps = noise.normal(noise.shape_of(mean), dtype, seeds[2])
         outputs = mean + stddev * self._scaled(eps, noise_scale)
         if not bias_per_row:
             self._add_kl(inputs, training, draw, bias_draw)

@@ -1,7 +1,7 @@
 """Dense layer with a sampled kernel: the reparameterization estimator."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn.layers._dense_base import BayesianDenseBase
 
@@ -16,7 +16,7 @@ def reparameterization_call(layer, inputs, training):
     noise_scale = layer._noise_scale(training)
     seeds = layer._call_seeds()
     draw = layer._draw(layer.kernel_params, seeds[0])
-    mean = tf.cast(layer.posterior.mean(draw.prepared), layer.compute_dtype)
+    mean = ops.cast(layer.posterior.mean(draw.prepared), layer.compute_dtype)
     kernel = mean + layer._scaled(draw.perturbation, noise_scale)
     bias, bias_draw = layer._bias_value(noise_scale, seeds[1])
     layer._add_kl(inputs, training, draw, bias_draw)

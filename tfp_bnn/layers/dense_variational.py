@@ -3,7 +3,7 @@
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn import _validation
 from tfp_bnn import posteriors as posteriors_lib
@@ -34,16 +34,15 @@ class _Joint:
 
     def split(self, w):
         """[..., size] -> kernels [..., in, units] and biases [..., units] (or None)."""
-        lead = tf.shape(w)[:-1]
-        kernel = tf.reshape(w[..., :self.kernel_size],
-                            tf.concat([lead, self.kernel_shape], axis=0))
+        lead = tuple(ops.shape(w)[:-1])
+        kernel = ops.reshape(w[..., :self.kernel_size], lead + self.kernel_shape)
         return kernel, (w[..., self.kernel_size:] if self.use_bias else None)
 
     def join(self, kernel, bias):
-        parts = [tf.reshape(kernel, [-1])]
+        parts = [ops.reshape(kernel, [-1])]
         if self.use_bias:
-            parts.append(tf.reshape(bias, [-1]))
-        return tf.concat(parts, axis=0)
+            parts.append(ops.reshape(bias, [-1]))
+        return ops.concatenate(parts, axis=0)
 
     def initializer(self, kernel_initializer, bias_initializer, seed):
         return _JointInitializer(self, posteriors_lib.seeded_initializer(kernel_initializer, seed),
@@ -216,7 +215,7 @@ class DenseVariational(BayesianDenseBase):
         noise_scale = self._noise_scale(training)
         seeds = self._call_seeds()
         draw = self._draw(self.kernel_params, seeds[0])
-        mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
+        mean = ops.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
         kernel, bias = self._joint.split(mean + self._scaled(draw.perturbation, noise_scale))
         self._add_kl(inputs, training, draw, None)
         return self._finish(self._apply_kernel(inputs, kernel), bias)
@@ -245,10 +244,10 @@ class DenseVariational(BayesianDenseBase):
         """
         self._require_location_scale()
         with float32_variables():
-            off = tf.cast(self._noise_scale(False), "float32")
+            off = ops.cast(self._noise_scale(False), "float32")
             loc, scale = self.posterior.loc_scale(self.posterior.prepare(self.kernel_params))
-            kernel_loc, bias_loc = self._joint.split(tf.cast(loc, "float32"))
-            kernel_var, bias_var = self._joint.split(tf.square(tf.cast(scale, "float32")) * off)
+            kernel_loc, bias_loc = self._joint.split(ops.cast(loc, "float32"))
+            kernel_var, bias_var = self._joint.split(ops.square(ops.cast(scale, "float32")) * off)
             return kernel_loc, kernel_var, bias_loc, bias_var
 
     def get_config(self):

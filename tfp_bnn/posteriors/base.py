@@ -7,8 +7,11 @@ import collections
 
 import keras
 import tensorflow as tf
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation as check
+from tfp_bnn import noise
 from tfp_bnn.config_objects import ConfigObject
 
 
@@ -175,6 +178,9 @@ class Posterior(ConfigObject):
         Returns:
             A tensor [num_samples, *weight shape] in `dtype`.
         """
+        if _backend.is_jax():  # vmap over the S seeds
+            return ops.vectorized_map(lambda s: self.sample(prepared, s, dtype, noise_scale),
+                                      ops.stack(noise.split(seed, num_samples)))
         seeds = tf.random.experimental.stateless_split(seed, num_samples)
         shape = tf.convert_to_tensor(self.mean(prepared)).shape
         return tf.map_fn(
@@ -215,9 +221,9 @@ class Posterior(ConfigObject):
         prepared = self.prepare(params)
         perturbation = None
         if with_noise:
-            one = tf.constant(1.0, dtype)
+            one = ops.convert_to_tensor(1.0, dtype)
             sample = self.sample(prepared, seed, dtype, one)
-            perturbation = sample - tf.cast(self.mean(prepared), dtype)
+            perturbation = sample - ops.cast(self.mean(prepared), dtype)
         kl = None if prior is None else self.kl(prepared, prior)
         return PosteriorDraw(prepared, perturbation, kl)
 

@@ -4,16 +4,16 @@ import math
 
 import keras
 import tensorflow as tf
-import tensorflow_probability as tfp
+from keras import ops
 
 from tfp_bnn import _validation as check
+from tfp_bnn import _variables
 from tfp_bnn import noise
+from tfp_bnn._substrate import tfd
 from tfp_bnn.posteriors.base import NormalPosterior
 from tfp_bnn.posteriors.base import PosteriorDraw
 from tfp_bnn.posteriors.base import seeded_initializer
 from tfp_bnn.priors import Prior
-
-tfd = tfp.distributions
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -34,25 +34,27 @@ def _draw_terms(loc, rho, seed, dtype, prior, with_noise, scale_offset=0.0):
     have the same value and the same total derivative (-1 / scale) in exact
     arithmetic.
     """
-    scale = tf.nn.softplus(rho)
+    scale = ops.softplus(rho)
     if scale_offset:
         scale = scale + scale_offset
     perturbation = log_prob = None
     if with_noise:
-        eps = noise.normal(tf.shape(loc), dtype, seed)
-        perturbation = tf.cast(scale, dtype) * eps
+        eps = noise.normal(noise.shape_of(loc), dtype, seed)
+        perturbation = ops.cast(scale, dtype) * eps
         if prior is None:
-            eps = tf.cast(eps, scale.dtype)
+            eps = ops.cast(eps, scale.dtype)
             # In float32 whatever the variables' dtype, as PosteriorDraw says.
-            log_prob = tf.cast(tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale))
-                               - _HALF_LOG_2PI * tf.cast(tf.size(eps), scale.dtype),
-                               "float32")
+            # (Weight shapes are static: the size is a Python int.)
+            log_prob = ops.cast(ops.sum(-0.5 * ops.square(eps) - ops.log(scale))
+                                - _HALF_LOG_2PI * ops.cast(math.prod(loc.shape), scale.dtype),
+                                "float32")
     kl = None if prior is None else prior.kl_from_normal(loc, scale)
     return scale, perturbation, kl, log_prob
 
 
 # The same terms as one XLA cluster (forward and the backward XLA derives),
-# for graphs that are not XLA-compiled as a whole.
+# for TensorFlow graphs that are not XLA-compiled as a whole (never on JAX,
+# where `noise.in_xla_context()` is always True).
 _fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
 # Weights per tensor from which the cluster is used. Below it, launching the
 # cluster costs more than TensorFlow's op-by-op kernels do, and each new
@@ -64,7 +66,7 @@ FUSE_MIN_SIZE = 16384
 
 def worth_fusing(shape) -> bool:
     """True if a weight tensor of `shape` has at least FUSE_MIN_SIZE values."""
-    return (tf.TensorShape(shape).num_elements() or 0) >= FUSE_MIN_SIZE
+    return math.prod(shape) >= FUSE_MIN_SIZE
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -168,10 +170,10 @@ class MeanFieldNormal(NormalPosterior):
             (loc, scale), tensors in the weight shape.
         """
         loc, rho = params
-        scale = tf.nn.softplus(rho)
+        scale = ops.softplus(rho)
         if self.scale_offset:
             scale = scale + self.scale_offset
-        return tf.convert_to_tensor(loc), scale
+        return _variables.read(loc), scale
 
     def loc_scale(self, prepared):
         return prepared
@@ -186,20 +188,20 @@ class MeanFieldNormal(NormalPosterior):
     def sample(self, prepared, seed, dtype, noise_scale):
         loc, scale = prepared
         eps = noise.normal(tuple(loc.shape), dtype, seed)
-        return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
+        return ops.cast(loc, dtype) + ops.cast(scale, dtype) * (eps * noise_scale)
 
     def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
         loc, scale = prepared
         eps = noise.normal((num_samples,) + tuple(loc.shape), dtype, seed)
-        return tf.cast(loc, dtype) + tf.cast(scale, dtype) * (eps * noise_scale)
+        return ops.cast(loc, dtype) + ops.cast(scale, dtype) * (eps * noise_scale)
 
     def kl(self, prepared, prior):
         return prior.kl_from_normal(*prepared)
 
     def draw(self, params, seed, dtype, prior=None, with_noise=True):
-        loc, rho = (tf.convert_to_tensor(p) for p in params)
+        loc, rho = (_variables.read(p) for p in params)
         if seed is None:  # only valid without noise
-            seed = tf.zeros([2], tf.int32)
+            seed = noise.zero_seed()
         # Inside an XLA computation the plain ops fuse with the rest of the
         # model; outside it, compiling a large weight's terms as one cluster is
         # faster than TensorFlow's op-by-op kernels (FUSE_MIN_SIZE above).
@@ -209,7 +211,7 @@ class MeanFieldNormal(NormalPosterior):
         # compiled function: tf.function would key its trace on the prior's
         # config and reuse one layer's captured prior variables for another.
         fused_prior = prior if prior is None or type(prior).build is Prior.build else None
-        scale, perturbation, kl, log_prob = fn(loc, rho, seed, tf.as_dtype(dtype).name,
+        scale, perturbation, kl, log_prob = fn(loc, rho, seed, keras.backend.standardize_dtype(dtype),
                                                fused_prior, with_noise, self.scale_offset)
         if prior is not None and fused_prior is None:
             kl = prior.kl_from_normal(loc, scale)
