@@ -17,6 +17,7 @@ def _numpy_nll(y, mean, log_var):
     return 0.5 * np.log(2 * np.pi) + 0.5 * log_var + 0.5 * (y - mean) ** 2 * np.exp(-log_var)
 
 
+@pytest.mark.jax
 def test_gaussian_nll_matches_the_closed_form():
     rng = np.random.default_rng(0)
     y = rng.normal(size=16).astype(np.float32)
@@ -24,13 +25,14 @@ def test_gaussian_nll_matches_the_closed_form():
         [rng.normal(size=16), rng.uniform(-3.0, 3.0, size=16)], axis=-1
     ).astype(np.float32)
     expected = _numpy_nll(y.astype(np.float64), y_pred[:, 0], y_pred[:, 1])
-    np.testing.assert_allclose(gaussian_nll(y, y_pred).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gaussian_nll(y, y_pred)), expected, rtol=1e-5)
     loss = GaussianNLL()
     np.testing.assert_allclose(float(loss(y, y_pred)), expected.mean(), rtol=1e-5)
     # Keras passes (batch, 1) targets for a (batch, 2) output.
     np.testing.assert_allclose(float(loss(y[:, None], y_pred)), expected.mean(), rtol=1e-5)
 
 
+@pytest.mark.jax
 def test_gaussian_nll_is_the_normal_log_density():
     y, mean, log_var = 1.3, -0.4, 0.7
     sigma = math.exp(0.5 * log_var)
@@ -39,6 +41,7 @@ def test_gaussian_nll_is_the_normal_log_density():
     assert value == pytest.approx(-math.log(density), rel=1e-6)
 
 
+@pytest.mark.jax
 def test_gaussian_nll_rejects_a_wrong_last_dimension():
     with pytest.raises(ValueError, match=r"last axis has 2 columns.*\(4, 3\)"):
         GaussianNLL()(np.zeros(4, np.float32), np.zeros((4, 3), np.float32))
@@ -46,6 +49,7 @@ def test_gaussian_nll_rejects_a_wrong_last_dimension():
         gaussian_nll(np.zeros(4, np.float32), np.zeros((4, 1), np.float32))
 
 
+@pytest.mark.jax
 def test_gaussian_nll_serializes_and_trains():
     loss = GaussianNLL(name="nll")
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(loss))
@@ -74,12 +78,13 @@ def test_mc_log_likelihood_matches_a_direct_computation():
     result = gaussian_log_likelihood_mc(y.astype(np.float32), means.astype(np.float32),
                                         log_vars.astype(np.float32))
     assert result.shape == (n,)
-    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-5)
     # Back to original units: log-densities shift by -log(y_scale).
     scaled = gaussian_log_likelihood_mc(y, means, log_vars, y_scale=np.float64(4.0))
     np.testing.assert_allclose(scaled.numpy(), expected - np.log(4.0), rtol=1e-10)
 
 
+@pytest.mark.jax
 def test_mc_log_likelihood_is_finite_when_every_density_underflows():
     # Each sample's density is exp(-~1250): 0 in float64, but the
     # log-mean-exp of the log-densities is finite and exact.
@@ -90,6 +95,7 @@ def test_mc_log_likelihood_is_finite_when_every_density_underflows():
     assert float(result[0]) == pytest.approx(-0.5 * math.log(2 * math.pi) - 1250.0, rel=1e-6)
 
 
+@pytest.mark.jax
 def test_mc_scores_check_their_shapes():
     with pytest.raises(ValueError, match=r"shape \[T, n\]"):
         gaussian_log_likelihood_mc(np.zeros(3), np.zeros(3), np.zeros(3))
@@ -101,6 +107,7 @@ def test_mc_scores_check_their_shapes():
         predictive_rmse(np.zeros(3), np.zeros((2, 3)), y_scale=0.0)
 
 
+@pytest.mark.jax
 def test_predictive_rmse_uses_the_mean_over_samples():
     y = np.array([1.0, 2.0, 3.0])
     means = np.array([[0.0, 2.0, 5.0], [2.0, 2.0, 3.0]])

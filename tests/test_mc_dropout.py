@@ -8,6 +8,8 @@ import pytest
 from tfp_bnn.mc_dropout import model_precision
 from tfp_bnn.mc_dropout import weight_decay
 
+pytestmark = pytest.mark.jax
+
 # Each side is 5 floating-point operations, each with relative error <= 2**-53;
 # a round trip is 10. 64 * 2**-53 ~ 7e-15 leaves room and still catches any
 # error in the formula (which would be a factor, not a rounding).

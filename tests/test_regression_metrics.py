@@ -9,6 +9,8 @@ from tfp_bnn.layers import HeteroscedasticRegression
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.metrics import MeanRMSE
 
+pytestmark = pytest.mark.jax
+
 
 def _batches(units, seed=0):
     rng = np.random.default_rng(seed)

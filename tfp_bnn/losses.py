@@ -14,7 +14,7 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 
@@ -33,17 +33,31 @@ def _at_least_float32(x):
     |y - mean| > 256 (65504 is float16's largest number), and the NLL itself
     loses all but three digits.
     """
-    x = tf.convert_to_tensor(x)
-    if not x.dtype.is_floating or x.dtype.size < 4:
-        x = tf.cast(x, "float32")
+    x = ops.convert_to_tensor(x)
+    if keras.backend.standardize_dtype(x.dtype) not in ("float32", "float64"):
+        x = ops.cast(x, "float32")
     return x
+
+
+def _rank(x):
+    """The static rank of `x`, None where TensorFlow does not know it."""
+    shape = x.shape
+    return shape.rank if hasattr(shape, "rank") else len(shape)
+
+
+def _compatible(shape, other):
+    """True when two static shapes have one rank and agree wherever both are known."""
+    shape, other = tuple(shape), tuple(other)
+    return len(shape) == len(other) and all(
+        a is None or b is None or a == b for a, b in zip(shape, other))
 
 
 def _split_mean_log_var(y_pred):
     """Splits the last axis [mean, log variance] and checks its size."""
     y_pred = _at_least_float32(y_pred)
-    last = y_pred.shape[-1] if y_pred.shape.rank else None
-    if y_pred.shape.rank == 0 or (last is not None and last != 2):
+    rank = _rank(y_pred)
+    last = y_pred.shape[-1] if rank else None
+    if rank == 0 or (last is not None and last != 2):
         raise ValueError(
             "GaussianNLL expects `y_pred` whose last axis has 2 columns "
             f"[mean, log variance], got shape {tuple(y_pred.shape)}."
@@ -78,12 +92,13 @@ def gaussian_nll(y_true, y_pred):
     array([0.9189, 2.1121], dtype=float32)
     """
     mean, log_var = _split_mean_log_var(y_pred)
-    y_true = tf.cast(y_true, mean.dtype)
-    if y_true.shape.rank is not None and y_true.shape.rank == mean.shape.rank + 1:
+    y_true = ops.cast(y_true, mean.dtype)
+    rank = _rank(y_true)
+    if rank is not None and rank == _rank(mean) + 1:
         # Keras hands targets over as (batch, 1) for a (batch, 2) output.
-        y_true = tf.squeeze(y_true, axis=-1)
-    scaled_residual = (y_true - mean) * tf.exp(-0.5 * log_var)
-    return _HALF_LOG_2PI + 0.5 * log_var + 0.5 * tf.square(scaled_residual)
+        y_true = ops.squeeze(y_true, axis=-1)
+    scaled_residual = (y_true - mean) * ops.exp(-0.5 * log_var)
+    return _HALF_LOG_2PI + 0.5 * log_var + 0.5 * ops.square(scaled_residual)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -130,12 +145,12 @@ def _samples_and_targets(y, means, what):
     """Checks means of shape [T, n] and returns (y as [n], means)."""
     # Scores in at least float32: float16 squares overflow past 256.
     means = _at_least_float32(means)
-    if means.shape.rank != 2:
+    if _rank(means) != 2:
         raise ValueError(
             f"`{what}` must have shape [T, n] (T Monte Carlo samples of n "
             f"predictions), got shape {tuple(means.shape)}."
         )
-    y = tf.reshape(tf.cast(y, means.dtype), [-1])
+    y = ops.reshape(ops.cast(y, means.dtype), (-1,))
     if y.shape[0] is not None and means.shape[1] is not None and y.shape[0] != means.shape[1]:
         raise ValueError(
             f"`y` has {y.shape[0]} targets but `{what}` has {means.shape[1]} "
@@ -152,7 +167,7 @@ def _check_scale(y_scale):
     return check.positive("y_scale", float(y_scale.reshape(())))
 
 
-def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
+def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0):
     """Per-point log-likelihood of the Monte Carlo predictive mixture.
 
     With T posterior samples, each giving N(mean_t, exp(s_t)) for a point,
@@ -161,7 +176,7 @@ def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
         log p(y) = logsumexp_t log N(y | mean_t, exp(s_t)) - log T
 
     (Gal and Ghahramani 2016, eq. 8; Hernandez-Lobato and Adams 2015). The
-    log-mean-exp runs through `tf.reduce_logsumexp`, so samples whose
+    log-mean-exp runs through `keras.ops.logsumexp`, so samples whose
     densities underflow float32 one by one still give a finite mixture.
 
     If the network was trained on targets standardised as (y - mu) / y_scale,
@@ -189,20 +204,20 @@ def gaussian_log_likelihood_mc(y, means, log_vars, y_scale=1.0) -> tf.Tensor:
     array([-0.9189], dtype=float32)
     """
     y, means = _samples_and_targets(y, means, "means")
-    log_vars = tf.cast(log_vars, means.dtype)
-    if log_vars.shape.rank != 2 or not log_vars.shape.is_compatible_with(means.shape):
+    log_vars = ops.cast(log_vars, means.dtype)
+    if _rank(log_vars) != 2 or not _compatible(log_vars.shape, means.shape):
         raise ValueError(
             f"`log_vars` must have the shape of `means` {tuple(means.shape)}, got "
             f"{tuple(log_vars.shape)}."
         )
     y_scale = _check_scale(y_scale)
-    log_density = -gaussian_nll(y[tf.newaxis, :], tf.stack([means, log_vars], axis=-1))
-    num_samples = tf.cast(tf.shape(means)[0], means.dtype)
-    log_mean = tf.reduce_logsumexp(log_density, axis=0) - tf.math.log(num_samples)
-    return log_mean - tf.constant(math.log(y_scale), means.dtype)
+    log_density = -gaussian_nll(y[None, :], ops.stack([means, log_vars], axis=-1))
+    num_samples = ops.cast(ops.shape(means)[0], means.dtype)
+    log_mean = ops.logsumexp(log_density, axis=0) - ops.log(num_samples)
+    return log_mean - ops.convert_to_tensor(math.log(y_scale), dtype=means.dtype)
 
 
-def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
+def predictive_rmse(y, means, y_scale=1.0):
     """Root mean squared error of the Monte Carlo predictive mean.
 
     The predictive mean is the average over the T samples; its error is the
@@ -224,14 +239,14 @@ def predictive_rmse(y, means, y_scale=1.0) -> tf.Tensor:
     """
     y, means = _samples_and_targets(y, means, "means")
     y_scale = _check_scale(y_scale)
-    error = tf.reduce_mean(means, axis=0) - y
-    mse = tf.reduce_mean(tf.square(error))
+    error = ops.mean(means, axis=0) - y
+    mse = ops.mean(ops.square(error))
     # sqrt has an infinite derivative at 0, which times the zero gradient of
     # the MSE gives NaN for a perfect fit; 0 is a valid subgradient there.
     positive = mse > 0
-    rmse = tf.where(positive, tf.sqrt(tf.where(positive, mse, tf.ones_like(mse))),
-                    tf.zeros_like(mse))
-    return rmse * tf.constant(y_scale, means.dtype)
+    rmse = ops.where(positive, ops.sqrt(ops.where(positive, mse, ops.ones_like(mse))),
+                     ops.zeros_like(mse))
+    return rmse * ops.convert_to_tensor(y_scale, dtype=means.dtype)
 
 
 def _output_size(width, mode):
@@ -300,13 +315,13 @@ class MomentGaussianNLL(keras.losses.Loss):
             raise ValueError(f"MomentGaussianNLL(mode={self.mode!r}) needs a last axis of "
                              f"{layout}, got shape {tuple(y_pred.shape)}.")
         mean = y_pred[..., :size]
-        y_true = tf.reshape(tf.cast(y_true, mean.dtype), [-1, size])
+        y_true = ops.reshape(ops.cast(y_true, mean.dtype), (-1, size))
         if self.mode == "diagonal":
             # From s directly, exp(s) in float64: through a float32 variance
             # the gradient overflows once exp(s) is small (s = -50).
             return -diagonal_log_likelihood(y_true, mean, y_pred[..., size:],
                                             jitter=self.jitter)
-        pred = Moments(mean, tf.reshape(y_pred[..., size:], [-1, size, size]), "full")
+        pred = Moments(mean, ops.reshape(y_pred[..., size:], (-1, size, size)), "full")
         return -gaussian_log_likelihood(y_true, pred, jitter=self.jitter)
 
     def get_config(self):

@@ -12,7 +12,7 @@ Re-exported as `tfp_bnn.metrics.MeanRMSE`.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -58,13 +58,13 @@ class MeanRMSE(keras.metrics.Metric):
         self.weight_sum = self.add_variable(shape=(), initializer="zeros", name="weight_sum")
 
     def _compute_dtype(self):
-        dtype = tf.as_dtype(self.dtype)
-        return dtype if dtype.is_floating and dtype.size >= 4 else tf.float32
+        dtype = keras.backend.standardize_dtype(self.dtype)
+        return dtype if dtype in ("float32", "float64") else "float32"
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         dtype = self._compute_dtype()
-        y_pred = tf.cast(tf.convert_to_tensor(y_pred), dtype)
-        size = y_pred.shape[-1] if y_pred.shape.rank else None
+        y_pred = ops.cast(ops.convert_to_tensor(y_pred), dtype)
+        size = y_pred.shape[-1] if len(y_pred.shape) else None
         if size is None or size % 2:
             raise ValueError(
                 "MeanRMSE expects `y_pred` with a known, even last axis [means, log "
@@ -72,22 +72,22 @@ class MeanRMSE(keras.metrics.Metric):
             )
         units = size // 2
         mean = y_pred[..., :units]
-        y_true = tf.cast(tf.convert_to_tensor(y_true), dtype)
-        if y_true.shape.rank == mean.shape.rank - 1:
-            y_true = tf.expand_dims(y_true, -1)
-        squared = tf.square(y_true - mean)
-        weights = tf.ones_like(squared)
+        y_true = ops.cast(ops.convert_to_tensor(y_true), dtype)
+        if len(y_true.shape) == len(mean.shape) - 1:
+            y_true = ops.expand_dims(y_true, -1)
+        squared = ops.square(y_true - mean)
+        weights = ops.ones_like(squared)
         if sample_weight is not None:
-            sample_weight = tf.cast(tf.convert_to_tensor(sample_weight), dtype)
-            if sample_weight.shape.rank == mean.shape.rank - 1:
-                sample_weight = tf.expand_dims(sample_weight, -1)
+            sample_weight = ops.cast(ops.convert_to_tensor(sample_weight), dtype)
+            if len(sample_weight.shape) == len(mean.shape) - 1:
+                sample_weight = ops.expand_dims(sample_weight, -1)
             weights = weights * sample_weight
         self.squared_error_sum.assign_add(
-            tf.cast(tf.reduce_sum(squared * weights), self.squared_error_sum.dtype))
-        self.weight_sum.assign_add(tf.cast(tf.reduce_sum(weights), self.weight_sum.dtype))
+            ops.cast(ops.sum(squared * weights), self.squared_error_sum.dtype))
+        self.weight_sum.assign_add(ops.cast(ops.sum(weights), self.weight_sum.dtype))
 
     def result(self):
-        return tf.sqrt(tf.math.divide_no_nan(self.squared_error_sum, self.weight_sum))
+        return ops.sqrt(ops.divide_no_nan(self.squared_error_sum, self.weight_sum))
 
     def reset_state(self):
         self.squared_error_sum.assign(0.0)

@@ -57,6 +57,7 @@ def _binary_moments(d, tau):
     return mean, (g**2) @ weights - mean**2
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("return_logit_moments", [False, True])
 @pytest.mark.parametrize("input_shape", [(5, 4), (2, 3, 4)])
 def test_output_shapes(input_shape, return_logit_moments):
@@ -73,6 +74,7 @@ def test_output_shapes(input_shape, return_logit_moments):
         np.testing.assert_array_equal(out, _numpy(head.projection_layer(x)))
 
 
+@pytest.mark.jax
 def test_outputs_are_log_probabilities_and_the_documented_loss():
     head = HeteroscedasticClassification(5, num_samples=20, seed=1,
                                          bias_initializer=keras.initializers.Constant(0.5))
@@ -86,6 +88,7 @@ def test_outputs_are_log_probabilities_and_the_documented_loss():
                                rtol=1e-5)
 
 
+@pytest.mark.jax
 def test_vanishing_variance_gives_log_softmax_of_the_mean_logits():
     f = _x((16, 4), 3) * 4.0
     head = _moment_head(4, num_samples=10)
@@ -93,6 +96,7 @@ def test_vanishing_variance_gives_log_softmax_of_the_mean_logits():
     np.testing.assert_allclose(out, _log_softmax(f), atol=2e-6)
 
 
+@pytest.mark.jax
 def test_calls_draw_fresh_seeded_noise():
     moments = np.float32([[1.0, -0.5, 0.0, 0.0]])
     a, b = _moment_head(2, 5, seed=7), _moment_head(2, 5, seed=7)
@@ -103,6 +107,7 @@ def test_calls_draw_fresh_seeded_noise():
     np.testing.assert_array_equal(_numpy(b(moments, training=False)), second)
 
 
+@pytest.mark.jax
 def test_binary_monte_carlo_average_matches_the_integral():
     """Each output is a mean of T i.i.d. draws of sigmoid(d + tau z): within 5 SE."""
     num_samples = 400
@@ -118,6 +123,7 @@ def test_binary_monte_carlo_average_matches_the_integral():
     assert np.all(np.abs(np.exp(out[:, 0]) - mean) < 5 * standard_error + 1e-6)
 
 
+@pytest.mark.jax
 def test_copies_stacked_on_the_batch_axis_are_independent_samples():
     """What a tiling Monte Carlo routine relies on: per-row noise.
 
@@ -135,6 +141,7 @@ def test_copies_stacked_on_the_batch_axis_are_independent_samples():
     assert abs(estimate - mean[0]) < 5 * math.sqrt(var[0] / (copies * num_samples))
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("d", [0.5, 1.0, 2.0, 4.0, 8.0])
 def test_large_variance_flattens_two_class_probabilities(d):
     """For two classes E[sigmoid(d + tau z)] lies in [1/2, sigmoid(d)] for d > 0.
@@ -155,6 +162,7 @@ def test_large_variance_flattens_two_class_probabilities(d):
     assert _entropy(np.exp(out)) > _entropy([softmax_f, 1.0 - softmax_f])
 
 
+@pytest.mark.jax
 def test_very_large_equal_variance_tends_to_uniform():
     """With sigma >> spread of f the noise decides the class: nearly uniform."""
     f = np.float32([4.0, 1.0, 0.0, -1.0, -3.0])
@@ -201,6 +209,7 @@ def test_noise_helps_misclassified_and_hurts_confident_correct_examples():
     assert grad_s[0] > 0.02 and grad_s[1] < -0.3, grad_s
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_fit_changes_weights(jit_compile):
     head = HeteroscedasticClassification(3, num_samples=16, seed=0)
@@ -218,6 +227,7 @@ def test_fit_changes_weights(jit_compile):
     assert not np.array_equal(state, head.seed_generator.state.numpy())
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -275,6 +285,7 @@ def test_flipout_kl_appears_once_in_the_model_losses():
     np.testing.assert_allclose(float(model.losses[0]), expected, rtol=1e-5)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs, argument",
     [

@@ -26,6 +26,7 @@ def _model(head, features=3):
     )
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("units", [1, 3])
 @pytest.mark.parametrize("input_shape", [(5, 4), (2, 3, 4)])
 def test_output_shape_and_layout(units, input_shape):
@@ -44,6 +45,7 @@ def test_output_shape_and_layout(units, input_shape):
     np.testing.assert_array_equal(log_var, raw[..., units:])
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -114,6 +116,7 @@ def test_flipout_kl_reaches_the_model_losses_and_the_fitted_objective():
     np.testing.assert_allclose(evaluated["loss"], nll + expected_kl, rtol=1e-5)
 
 
+@pytest.mark.jax
 def test_learns_noise_that_grows_with_abs_x():
     """y = x + eps * (0.1 + |x|): sigma is 0.1 at x = 0 and 2.1 at |x| = 2.
 
@@ -144,6 +147,7 @@ def test_learns_noise_that_grows_with_abs_x():
     assert min(sigma[0], sigma[2]) > 4.0 * sigma[1], sigma
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "low, high", [(-4.0, 2.0), (-4.0, None), (None, 2.0)], ids=["both", "min", "max"]
 )
@@ -213,11 +217,13 @@ def test_gaussian_nll_applies_per_output_to_the_stacked_split():
     )
 
 
+@pytest.mark.jax
 def test_split_rejects_an_odd_last_axis():
     with pytest.raises(ValueError, match="even"):
         split_mean_log_variance(np.zeros((2, 3), "float32"))
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs, argument",
     [
@@ -254,6 +260,7 @@ def _softplus64(r):
     return np.logaddexp(0.0, np.asarray(r, np.float64))
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("low, high", [(None, None), (-8.0, None), (None, 3.0)],
                          ids=["default", "min", "max"])
 def test_scale_parameterization_is_the_documented_map_and_finite(low, high):
@@ -276,6 +283,7 @@ def test_scale_parameterization_is_the_documented_map_and_finite(low, high):
         assert np.all(out[:, 1] <= high)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("projection", ["dense", "flipout"])
 def test_noise_columns_start_at_zero_only_for_the_scale_parameterization(projection):
     def kernel(head):
@@ -290,6 +298,7 @@ def test_noise_columns_start_at_zero_only_for_the_scale_parameterization(project
     assert np.all(raw != 0)
 
 
+@pytest.mark.jax
 def test_configs_without_parameterization_load_as_log_variance():
     head = HeteroscedasticRegression(1)
     config = head.get_config()

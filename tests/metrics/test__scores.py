@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from tfp_bnn import metrics
+
+pytestmark = pytest.mark.jax
 # Five examples, K = 3, num_bins = 4: edges 0, .25, .5, .75, 1 (all exact in binary).
 #   probs               label  conf  correct  bin (right-closed)
 #   [1.0, 0.0, 0.0]     0      1.0   yes      3  (conf == 1.0 goes to the last bin)

@@ -8,6 +8,8 @@ import pytest
 
 from tfp_bnn import metrics
 
+pytestmark = pytest.mark.jax
+
 LABELS = np.array([0, 1, 2, 1])
 PROBS = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.3, 0.4, 0.3]])
 

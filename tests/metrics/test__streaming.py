@@ -11,6 +11,8 @@ from tfp_bnn.metrics import BrierScore
 from tfp_bnn.metrics import ExpectedCalibrationError
 from tfp_bnn.metrics import NegativeLogLikelihood
 
+pytestmark = pytest.mark.jax
+
 
 def _random_batches(seed, num_batches=4, batch=37, num_classes=5):
     rng = np.random.default_rng(seed)

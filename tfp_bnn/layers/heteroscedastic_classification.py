@@ -16,9 +16,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
 from tfp_bnn import noise
-
 from tfp_bnn.layers import _projection_head
 
 
@@ -130,14 +130,20 @@ class HeteroscedasticClassification(keras.layers.Layer):
         moments = ops.cast(moments, self._output_dtype())
         mean = moments[..., : self.num_classes]
         log_var = moments[..., self.num_classes:]
-        # (T,) + batch shape + (classes,): independent draws per example.
-        # tfp_bnn.noise names its algorithm: keras.random's default runs ~11x
-        # slower under XLA on CPU (see tfp_bnn/noise.py).
-        shape = tf.concat([[self.num_samples], tf.shape(mean)], axis=0)
-        eps = noise.normal(shape, moments.dtype, noise.next_seed(self.seed_generator))
+        eps = self._standard_normal(mean)
         logits = mean + ops.exp(0.5 * log_var) * eps
         log_probs = ops.log_softmax(logits, axis=-1)
         return ops.logsumexp(log_probs, axis=0) - math.log(self.num_samples)
+
+    def _standard_normal(self, mean):
+        """eps of shape (T,) + mean.shape: independent draws per example."""
+        if _backend.is_jax():
+            shape = (self.num_samples,) + tuple(ops.shape(mean))
+            return keras.random.normal(shape, dtype=mean.dtype, seed=self.seed_generator)
+        # tfp_bnn.noise names its algorithm: keras.random's default runs ~11x
+        # slower under XLA on CPU (see tfp_bnn/noise.py).
+        shape = tf.concat([[self.num_samples], tf.shape(mean)], axis=0)
+        return noise.normal(shape, mean.dtype, noise.next_seed(self.seed_generator))
 
     def _output_dtype(self):
         """The log-probabilities' dtype: the variables' (float32 under mixed precision)."""

@@ -9,7 +9,6 @@ implements. This head is the last layer of such a network.
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from tfp_bnn import _validation
@@ -30,7 +29,7 @@ def split_mean_log_variance(outputs):
     (the outputs are independent Gaussians given x):
 
         mean, s = split_mean_log_variance(y_pred)
-        nll = tf.reduce_sum(gaussian_nll(y_true, tf.stack([mean, s], -1)), -1)
+        nll = keras.ops.sum(gaussian_nll(y_true, keras.ops.stack([mean, s], -1)), -1)
 
     with `y_true` of shape (batch, units). For `units` == 1 the head's output
     already is [mean, s] and `GaussianNLL()` applies directly.
@@ -189,8 +188,8 @@ class HeteroscedasticRegression(keras.layers.Layer):
         kernel = layer.kernel if kernel is None else kernel[0]
         if tuple(kernel.shape)[-1:] != (2 * self.units,):  # not a [in, 2 units] mean
             return
-        mask = tf.concat([tf.ones([self.units]), tf.zeros([self.units])], axis=0)
-        kernel.assign(kernel * tf.cast(mask, kernel.dtype))
+        mask = ops.concatenate([ops.ones((self.units,)), ops.zeros((self.units,))], axis=0)
+        kernel.assign(kernel * ops.cast(mask, kernel.dtype))
 
     def _log_variance(self, raw):
         low, high = self.min_log_variance, self.max_log_variance

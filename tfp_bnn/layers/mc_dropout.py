@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
 from tfp_bnn import noise
 
@@ -80,23 +81,33 @@ class MCDropout(keras.layers.Layer):
             )
 
     def _mask_shape(self, inputs):
-        shape = tf.shape(inputs)
+        # TensorFlow: a dynamic shape tensor, as the Philox kernels take it;
+        # JAX: the static shape, which every array has under jit.
+        shape = ops.shape(inputs) if _backend.is_jax() else tf.shape(inputs)
         if self.noise_shape is None:
             return shape
-        self._check_noise_shape(inputs.shape.rank, inputs.shape)
-        return tf.stack([shape[i] if d is None else d for i, d in enumerate(self.noise_shape)])
+        self._check_noise_shape(len(inputs.shape), inputs.shape)
+        dims = [shape[i] if d is None else d for i, d in enumerate(self.noise_shape)]
+        return tuple(dims) if _backend.is_jax() else tf.stack(dims)
+
+    def _uniform(self, inputs):
+        """U[0, 1) draws of the mask's shape, float32."""
+        if _backend.is_jax():
+            return keras.random.uniform(self._mask_shape(inputs), seed=self.seed_generator)
+        # tfp_bnn.noise names its algorithm: keras.random's default runs
+        # several times slower under XLA on CPU (see tfp_bnn/noise.py).
+        return noise.uniform(self._mask_shape(inputs), noise.next_seed(self.seed_generator))
 
     def call(self, inputs, training=None):
         inputs = ops.convert_to_tensor(inputs)
         if self.rate == 0:
             return inputs
         dtype = inputs.dtype
-        seed = noise.next_seed(self.seed_generator)
-        uniform = noise.uniform(self._mask_shape(inputs), seed)
-        keep = tf.cast(uniform >= self.rate, dtype) / tf.cast(1.0 - self.rate, dtype)
+        uniform = self._uniform(inputs)
+        keep = ops.cast(uniform >= self.rate, dtype) / ops.cast(1.0 - self.rate, dtype)
         if not training:
             # Mean mode: keep = 1 everywhere; sampling: the drawn mask.
-            sampling = tf.cast(self.sampling, dtype)
+            sampling = ops.cast(self.sampling, dtype)
             keep = 1.0 + sampling * (keep - 1.0)
         return inputs * keep
 
