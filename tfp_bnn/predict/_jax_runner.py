@@ -1,0 +1,130 @@
+"""Monte Carlo forward passes on Keras' JAX backend: S samples in one compiled call.
+
+On JAX a Keras model runs statelessly: `model.stateless_call(trainable, non_trainable,
+x, training=False)` computes the forward pass from the variables' values passed in.
+The random state of every `keras.random.SeedGenerator` of the model is one of those
+values, a non-trainable [seed, counter] pair (`model.variables` holds it,
+`model.weights` does not). Sample t of a prediction runs the model with every
+generator's state replaced by `jax.random.fold_in(state, t)`, so that
+
+- the S samples of a chunk are one `jax.vmap` of the model call over those S
+  states, compiled once per chunk shape with `jax.jit`: one computation on S x B
+  rows, as TensorFlow's tiled call (`tfp_bnn.predict.engine`);
+- sample t is one network for every chunk of inputs, and its random numbers
+  depend on t only, not on how the T samples are split into `samples_per_call`
+  chunks;
+- every prediction starts by advancing each generator by one step (as one
+  `SeedGenerator.next()` does), so the next prediction draws new samples, while a
+  model built with the same seeds repeats them.
+
+The KL terms of variational layers are not traced (`no_kl_trace`): this is a
+prediction. A layer's own weight samples are drawn inside each call, so on JAX
+they are drawn once per chunk of samples and inputs (TensorFlow draws them once
+per chunk of samples).
+"""
+
+import weakref
+
+import jax
+import keras
+import numpy as np
+
+from tfp_bnn.distributions.carrier import carries_distribution
+from tfp_bnn.layers._tracing import no_kl_trace
+
+
+def seed_states(model):
+    """The state variables of the model's `keras.random.SeedGenerator`s.
+
+    Keras lists them in `model.variables` (all layer state) and not in
+    `model.weights` (weights only), and nowhere else publicly.
+    """
+    weights = {id(v) for v in model.weights}
+    states = [v for v in model.variables if id(v) not in weights]
+    for state in states:
+        if tuple(state.shape) != (2,):
+            raise ValueError(f"The model's variable {state.path!r} is neither a weight nor a "
+                             "SeedGenerator state of shape (2,): Keras changed how layers "
+                             "list their random state.")
+    return states
+
+
+class JaxMonteCarloRunner:
+    """The jitted function that runs `model` on S Monte Carlo samples at once, on JAX.
+
+    Args:
+        model: a built Keras model (or layer); its stochastic layers draw their
+            random numbers from `keras.random.SeedGenerator`s.
+
+    Example:
+    >>> runner = JaxMonteCarloRunner(model)
+    >>> base = runner.start()                   # the generators' states, advanced once
+    >>> runner.call(np.ones((5, 3), "float32"), base, 0, 4).shape   # samples 0..3
+    (4, 5, 2)
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.traced_distribution = False
+        self._compiled = jax.jit(self._samples, static_argnums=3)
+
+    def _samples(self, trainable, non_trainable, bases, positions, indices, inputs):
+        """Outputs [S, B, ...]: sample indices[s] with every generator folded with it."""
+        def one(index):
+            values = list(non_trainable)
+            for position, base in zip(positions, bases):
+                values[position] = jax.random.fold_in(base, index).astype(base.dtype)
+            outputs, _ = self.model.stateless_call(trainable, values, inputs, training=False)
+            return outputs
+
+        with no_kl_trace():
+            outputs = jax.vmap(one)(indices)
+        # Read at trace time, as on TensorFlow: a subclassed model's distribution head shows here.
+        self.traced_distribution = any(carries_distribution(y)
+                                       for y in keras.tree.flatten(outputs))
+        return outputs
+
+    def start(self):
+        """The generators' current states, each generator then advanced by one step.
+
+        Returns:
+            The base states every sample of this prediction folds its index into.
+        """
+        states = seed_states(self.model)
+        bases = [keras.ops.convert_to_tensor(state.value) for state in states]
+        for state, base in zip(states, bases):
+            state.assign(base + np.array([0, 1], base.dtype))
+        return bases
+
+    def call(self, inputs, bases, t0, num_samples):
+        """Model outputs [S, B, ...] of samples t0..t0 + S - 1 for inputs [B, ...].
+
+        Args:
+            inputs: a batch [B, ...] (or the model's input structure).
+            bases: what `start()` returned for this prediction.
+            t0: the index of the first sample.
+            num_samples: S.
+
+        Returns:
+            A nest of NumPy arrays [S, B, ...] shaped like the model's outputs.
+        """
+        model = self.model
+        non_trainable = model.non_trainable_variables
+        ids = {id(state): k for k, state in enumerate(seed_states(model))}
+        positions = [k for k, v in enumerate(non_trainable) if id(v) in ids]
+        ordered = [bases[ids[id(non_trainable[k])]] for k in positions]
+        indices = np.arange(t0, t0 + num_samples, dtype=np.uint32)
+        outputs = self._compiled([v.value for v in model.trainable_variables],
+                                 [v.value for v in non_trainable], ordered, tuple(positions),
+                                 indices, inputs)
+        return keras.tree.map_structure(np.asarray, outputs)
+
+
+_RUNNERS = weakref.WeakKeyDictionary()
+
+
+def runner_for(model):
+    """The model's cached `JaxMonteCarloRunner` (its compilations are reused across calls)."""
+    if model not in _RUNNERS:
+        _RUNNERS[model] = JaxMonteCarloRunner(model)
+    return _RUNNERS[model]
