@@ -96,7 +96,7 @@ class JaxMonteCarloRunner:
             state.assign(base + np.array([0, 1], base.dtype))
         return bases
 
-    def call(self, inputs, bases, t0, num_samples):
+    def call(self, inputs, bases, t0, num_samples, width=None):
         """Model outputs [S, B, ...] of samples t0..t0 + S - 1 for inputs [B, ...].
 
         Args:
@@ -104,6 +104,9 @@ class JaxMonteCarloRunner:
             bases: what `start()` returned for this prediction.
             t0: the index of the first sample.
             num_samples: S.
+            width: run `width` >= S samples and keep the first S, so that chunks of
+                S and S - 1 samples share one compilation (default S). Sample t's
+                numbers do not depend on it.
 
         Returns:
             A nest of NumPy arrays [S, B, ...] shaped like the model's outputs.
@@ -113,11 +116,11 @@ class JaxMonteCarloRunner:
         ids = {id(state): k for k, state in enumerate(seed_states(model))}
         positions = [k for k, v in enumerate(non_trainable) if id(v) in ids]
         ordered = [bases[ids[id(non_trainable[k])]] for k in positions]
-        indices = np.arange(t0, t0 + num_samples, dtype=np.uint32)
+        indices = np.arange(t0, t0 + max(num_samples, width or 0), dtype=np.uint32)
         outputs = self._compiled([v.value for v in model.trainable_variables],
                                  [v.value for v in non_trainable], ordered, tuple(positions),
                                  indices, inputs)
-        return keras.tree.map_structure(np.asarray, outputs)
+        return keras.tree.map_structure(lambda y: np.asarray(y[:num_samples]), outputs)
 
 
 _RUNNERS = weakref.WeakKeyDictionary()

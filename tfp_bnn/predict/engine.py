@@ -321,12 +321,14 @@ def _jax_chunks(model, plan, distributions, values_of):
     runner = _jax_runner.runner_for(model)
     bases = runner.start()
     leaves = [np.asarray(leaf) for leaf in plan.leaves]
+    # Balanced chunks differ by at most `multiple` samples: all run at the widest one's size.
+    width = next(sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple))
     t0 = 0
     for size in sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple):
         for n0 in range(0, plan.count, plan.batch_size):
             n1 = min(plan.count, n0 + plan.batch_size)
             inputs = tf.nest.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
-            outputs = runner.call(inputs, bases, t0, size)
+            outputs = runner.call(inputs, bases, t0, size, width)
             _values_only(values_of, runner.traced_distribution)
             yield Chunk(t0, t0 + size, n0, n1, outputs)
         t0 += size
