@@ -224,13 +224,3 @@ def test_bad_sample_counts_give_one_line_errors_before_any_call(num_samples, sho
             predict(model, _inputs(), num_samples=num_samples)
     assert model not in engine._RUNNERS and model not in _jax_runner._RUNNERS
 
-
-def test_seed_states_are_the_generators_of_every_layer():
-    """Keras lists a SeedGenerator's state in `variables`, not in `weights`."""
-    model = _stochastic_model()
-    states = _jax_runner.seed_states(model)
-    generators = [layer.seed_generator for layer in model.layers
-                  if hasattr(layer, "seed_generator")]
-    assert len(generators) == 2
-    assert [id(state) for state in states] == [id(g.state) for g in generators]
-    assert _jax_runner.seed_states(_deterministic_model()) == []
