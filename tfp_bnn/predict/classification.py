@@ -259,7 +259,7 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
             as keep samples_per_call * batch_size <= max_rows).
         max_rows: memory bound in tiled rows per call, used for the
             default samples_per_call.
-        jit_compile: compile the traced calls with XLA.
+        jit_compile: compile the traced calls with XLA (on JAX they always are).
 
     Returns:
         `ClassificationPrediction`.

@@ -19,6 +19,13 @@ A prediction checks its arguments once (`prepare` returns a `Plan`) and reads
 the outputs from the generator `chunks`. `tfp_bnn.export.export_predictive`
 serves the same draws and model call (`MonteCarloRunner.sampled_outputs`)
 inside its own `tf.function`, read with the same `tfp_bnn._predictive` math.
+
+On Keras' JAX backend `chunks` runs the model statelessly instead
+(`tfp_bnn.predict._jax_runner`): each chunk of S samples is one jitted
+`jax.vmap` of `model.stateless_call` over S random states, sample t's state
+folded from the model's `SeedGenerator` states and t, so sample t is one
+network for every chunk of inputs and any `samples_per_call`. Those calls are
+always compiled (`jit_compile` has no effect there).
 """
 
 import collections
@@ -272,7 +279,7 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
     Args:
         model: the Keras model `plan` was made for.
         plan: from `prepare`.
-        jit_compile: XLA-compile the traced functions.
+        jit_compile: XLA-compile the traced functions (on JAX they always are).
         distributions: yield the output distribution of a distribution head
             (batch [S * B, ...], sample-major) instead of the output arrays.
         values_of: for callers that read the output arrays as parameters
