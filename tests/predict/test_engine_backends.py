@@ -21,6 +21,7 @@ import pytest
 
 import tfp_bnn
 from tfp_bnn import _backend
+from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.predict import _jax_runner
 from tfp_bnn.predict import engine
 
@@ -224,3 +225,29 @@ def test_bad_sample_counts_give_one_line_errors_before_any_call(num_samples, sho
             predict(model, _inputs(), num_samples=num_samples)
     assert model not in engine._RUNNERS and model not in _jax_runner._RUNNERS
 
+
+
+class _TwoMembers(keras.layers.Layer):
+    """Adds 10 * (t mod 2) to sample t, read from the sample tiles as a deep ensemble does."""
+
+    samples_multiple = 2
+
+    def call(self, inputs):
+        context = sample_context()
+        tiles = 1 if context is None else context.num_samples
+        rows = keras.ops.shape(inputs)[0]
+        member = keras.ops.cast(keras.ops.arange(rows) // (rows // tiles) % 2, inputs.dtype)
+        # As a full [rows, units] tensor: TensorFlow's Keras reads a [rows, 1] addend as a bias.
+        return inputs + 10.0 * member[:, None] * keras.ops.ones_like(inputs)
+
+
+def test_samples_in_groups_of_a_multiple_meet_their_member():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), _TwoMembers()])
+    x = _inputs()
+    base = keras.ops.convert_to_numpy(model.layers[0](x))
+    samples = tfp_bnn.predict.sample(model, x, num_samples=10, batch_size=4, samples_per_call=4)
+    for t, sample in enumerate(samples):
+        np.testing.assert_allclose(sample, base + 10.0 * (t % 2), rtol=1e-6, atol=1e-5)
+    with pytest.raises(ValueError, match="`num_samples` must be a multiple of 2 for this model"):
+        tfp_bnn.predict.sample(model, x, num_samples=5)

@@ -17,10 +17,11 @@ generator's state replaced by `jax.random.fold_in(state, t)`, so that
   `SeedGenerator.next()` does), so the next prediction draws new samples, while a
   model built with the same seeds repeats them.
 
-The KL terms of variational layers are not traced (`no_kl_trace`): this is a
-prediction. A layer's own weight samples are drawn inside each call, so on JAX
-they are drawn once per chunk of samples and inputs (TensorFlow draws them once
-per chunk of samples).
+Each mapped call runs inside `sample_trace(M)`, as TensorFlow's calls do, so every
+layer sees the prediction graph it is written for (its own weight sample, no KL
+term). M is 1 except for a model whose samples come in groups (a deep ensemble of
+M members, `engine.sample_multiple`): then group g = samples g * M .. g * M + M - 1
+is one call on the inputs tiled M times, with the states folded with g.
 """
 
 import weakref
@@ -30,7 +31,7 @@ import keras
 import numpy as np
 
 from tfp_bnn.distributions.carrier import carries_distribution
-from tfp_bnn.layers._tracing import no_kl_trace
+from tfp_bnn.layers._tracing import sample_trace
 
 
 def seed_states(model):
@@ -66,23 +67,36 @@ class JaxMonteCarloRunner:
     def __init__(self, model):
         self.model = model
         self.traced_distribution = False
-        self._compiled = jax.jit(self._samples, static_argnums=3)
+        self._compiled = jax.jit(self._samples, static_argnames=("positions", "multiple"))
 
-    def _samples(self, trainable, non_trainable, bases, positions, indices, inputs):
-        """Outputs [S, B, ...]: sample indices[s] with every generator folded with it."""
-        def one(index):
+    def _samples(self, trainable, non_trainable, bases, indices, inputs, positions, multiple):
+        """Outputs [G * M, B, ...] of the sample groups `indices` [G] (M = `multiple`).
+
+        Group g is samples g * M .. g * M + M - 1: one call on the inputs tiled M times
+        inside `sample_trace(M)`, with every generator's state folded with g.
+        """
+        def tile(x):
+            x = keras.ops.convert_to_tensor(x)
+            return x if multiple == 1 else keras.ops.tile(x, (multiple,) + (1,) * (x.ndim - 1))
+
+        tiled = keras.tree.map_structure(tile, inputs)
+
+        def group(index):
             values = list(non_trainable)
             for position, base in zip(positions, bases):
                 values[position] = jax.random.fold_in(base, index).astype(base.dtype)
-            outputs, _ = self.model.stateless_call(trainable, values, inputs, training=False)
+            with sample_trace(multiple):
+                outputs, _ = self.model.stateless_call(trainable, values, tiled, training=False)
             return outputs
 
-        with no_kl_trace():
-            outputs = jax.vmap(one)(indices)
+        outputs = jax.vmap(group)(indices)
         # Read at trace time, as on TensorFlow: a subclassed model's distribution head shows here.
         self.traced_distribution = any(carries_distribution(y)
                                        for y in keras.tree.flatten(outputs))
-        return outputs
+        # [G, M * B, ...] sample-major within a group -> [G * M, B, ...].
+        return keras.tree.map_structure(
+            lambda y: keras.ops.reshape(y, (-1, y.shape[1] // multiple) + tuple(y.shape[2:])),
+            outputs)
 
     def start(self):
         """The generators' current states, each generator then advanced by one step.
@@ -96,17 +110,19 @@ class JaxMonteCarloRunner:
             state.assign(base + np.array([0, 1], base.dtype))
         return bases
 
-    def call(self, inputs, bases, t0, num_samples, width=None):
+    def call(self, inputs, bases, t0, num_samples, width=None, multiple=1):
         """Model outputs [S, B, ...] of samples t0..t0 + S - 1 for inputs [B, ...].
 
         Args:
             inputs: a batch [B, ...] (or the model's input structure).
             bases: what `start()` returned for this prediction.
-            t0: the index of the first sample.
-            num_samples: S.
+            t0: the index of the first sample, a multiple of `multiple`.
+            num_samples: S, a multiple of `multiple`.
             width: run `width` >= S samples and keep the first S, so that chunks of
-                S and S - 1 samples share one compilation (default S). Sample t's
+                S and S - M samples share one compilation (default S). Sample t's
                 numbers do not depend on it.
+            multiple: M, the samples one group of a call holds (`engine.sample_multiple`:
+                a deep ensemble's members); 1 for most models.
 
         Returns:
             A nest of NumPy arrays [S, B, ...] shaped like the model's outputs.
@@ -114,12 +130,14 @@ class JaxMonteCarloRunner:
         model = self.model
         non_trainable = model.non_trainable_variables
         ids = {id(state): k for k, state in enumerate(seed_states(model))}
-        positions = [k for k, v in enumerate(non_trainable) if id(v) in ids]
+        positions = tuple(k for k, v in enumerate(non_trainable) if id(v) in ids)
         ordered = [bases[ids[id(non_trainable[k])]] for k in positions]
-        indices = np.arange(t0, t0 + max(num_samples, width or 0), dtype=np.uint32)
+        first = t0 // multiple
+        indices = np.arange(first, first + max(num_samples, width or 0) // multiple,
+                            dtype=np.uint32)
         outputs = self._compiled([v.value for v in model.trainable_variables],
-                                 [v.value for v in non_trainable], ordered, tuple(positions),
-                                 indices, inputs)
+                                 [v.value for v in non_trainable], ordered, indices, inputs,
+                                 positions=positions, multiple=multiple)
         return keras.tree.map_structure(lambda y: np.asarray(y[:num_samples]), outputs)
 
 

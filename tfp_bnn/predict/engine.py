@@ -335,7 +335,7 @@ def _jax_chunks(model, plan, distributions, values_of):
         for n0 in range(0, plan.count, plan.batch_size):
             n1 = min(plan.count, n0 + plan.batch_size)
             inputs = tf.nest.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
-            outputs = runner.call(inputs, bases, t0, size, width)
+            outputs = runner.call(inputs, bases, t0, size, width, plan.multiple)
             _values_only(values_of, runner.traced_distribution)
             yield Chunk(t0, t0 + size, n0, n1, outputs)
         t0 += size
