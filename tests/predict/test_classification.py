@@ -14,6 +14,7 @@ from tfp_bnn.predict import ClassificationPrediction
 LOG2 = math.log(2.0)
 
 
+@pytest.mark.jax
 def test_disagreeing_confident_samples_are_all_epistemic():
     # Sample 1 says class 0 for sure, sample 2 class 1: p = [.5, .5].
     pred = ClassificationPrediction.from_samples([[[1.0, 0.0]], [[0.0, 1.0]]])
@@ -23,6 +24,7 @@ def test_disagreeing_confident_samples_are_all_epistemic():
     assert pred.mutual_information[0] == pytest.approx(LOG2)
 
 
+@pytest.mark.jax
 def test_agreeing_uncertain_samples_are_all_aleatoric():
     pred = ClassificationPrediction.from_samples([[[0.5, 0.5]], [[0.5, 0.5]]])
     assert pred.predictive_entropy[0] == pytest.approx(LOG2)
@@ -30,6 +32,7 @@ def test_agreeing_uncertain_samples_are_all_aleatoric():
     assert pred.mutual_information[0] == 0.0
 
 
+@pytest.mark.jax
 def test_mixed_case_by_hand():
     # p_1 = [.8, .2], p_2 = [.4, .6]: p = [.6, .4].
     pred = ClassificationPrediction.from_samples([[[0.8, 0.2]], [[0.4, 0.6]]])
@@ -44,6 +47,7 @@ def test_mixed_case_by_hand():
         h([0.6, 0.4]) - (h([0.8, 0.2]) + h([0.4, 0.6])) / 2, rel=1e-12)
 
 
+@pytest.mark.jax
 def test_metrics_of_the_predictive():
     pred = ClassificationPrediction.from_samples([[[0.9, 0.1], [0.3, 0.7]],
                                                   [[0.7, 0.3], [0.1, 0.9]]])
@@ -56,6 +60,7 @@ def test_metrics_of_the_predictive():
     assert pred.ece(labels, num_bins=10) == pytest.approx(0.3)
 
 
+@pytest.mark.jax
 def test_ood_auroc_from_scores():
     confident = ClassificationPrediction.from_samples([[[0.99, 0.01], [0.95, 0.05]]])
     uncertain = ClassificationPrediction.from_samples([[[0.5, 0.5], [0.6, 0.4]]])
@@ -66,6 +71,7 @@ def test_ood_auroc_from_scores():
         confident.score("variance")
 
 
+@pytest.mark.jax
 def test_extreme_logits_stay_finite():
     logits = np.array([[[1e3, -1e3, 0.0]], [[-1e3, 1e3, 0.0]]])
     pred = ClassificationPrediction.from_samples(logits, output="logits")
@@ -97,6 +103,7 @@ def test_heteroscedastic_head_outputs_log_probabilities():
     np.testing.assert_allclose(pred.probs.sum(-1), 1.0, rtol=1e-6)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "samples, output, message",
     [
@@ -124,6 +131,7 @@ def test_probabilities_output_of_a_logit_model_is_rejected():
         tfp_bnn.predict.classification(model, x, num_samples=0)
 
 
+@pytest.mark.jax
 def test_label_shape_mismatch_is_rejected():
     pred = ClassificationPrediction.from_samples([[[0.9, 0.1], [0.3, 0.7]]])
     with pytest.raises(ValueError):

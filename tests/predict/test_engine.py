@@ -212,12 +212,14 @@ def test_jit_compiled_calls_agree_in_distribution():
                     np.square(x) @ np.square(sigma), T)
 
 
+@pytest.mark.jax
 def test_inputs_of_different_lengths_are_refused():
     model, *_ = _linear_model(DenseFlipout)
     with pytest.raises(ValueError, match="same number of examples"):
         tfp_bnn.predict.sample(model, [np.zeros((2, 3)), np.zeros((3, 3))], 3)
 
 
+@pytest.mark.jax
 def test_chunks_are_yielded_for_any_sample_count():
     """O(1) memory however many calls (a list of 2**36 sizes filled 19 GB)."""
     chunks = limits.sample_chunks(2**40, 16)
@@ -226,6 +228,7 @@ def test_chunks_are_yielded_for_any_sample_count():
     assert max(limits.sample_chunks(1000, 7)) <= 7
 
 
+@pytest.mark.jax
 def test_huge_sample_counts_are_refused_before_any_work():
     model = keras.Sequential([keras.Input((2,)), tfp_bnn.layers.DenseFlipout(2, seed=0)])
     x = np.zeros((4, 2), "float32")

@@ -39,6 +39,7 @@ def _refused_before_any_call(call, model, problem):
     assert model not in engine._RUNNERS, "a runner was built: work started before the check"
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize(
     "predict",
     [
@@ -56,6 +57,7 @@ def test_results_too_large_for_memory_are_refused_up_front(predict):
                              r"of this machine's memory")
 
 
+@pytest.mark.jax
 def test_distribution_results_too_large_are_refused_up_front():
     model = _model(units=2, head=IndependentNormal(1))
     x = np.zeros((10**6, 3), "float32")
@@ -75,6 +77,7 @@ def test_static_output_size_enters_the_up_front_check(monkeypatch):
     assert tfp_bnn.predict.regression(model, X, num_samples=100).mean.shape == (8, 32)
 
 
+@pytest.mark.jax
 def test_max_rows_over_the_limit_is_refused():
     model = _model()
     _refused_before_any_call(
@@ -82,6 +85,7 @@ def test_max_rows_over_the_limit_is_refused():
         r"`max_rows` must be an int in 1..4,194,304, got 1000000000000")
 
 
+@pytest.mark.jax
 def test_tiled_rows_per_call_over_the_limit_are_refused():
     model = _model()
     x = np.zeros((1024, 3), "float32")
@@ -91,6 +95,7 @@ def test_tiled_rows_per_call_over_the_limit_are_refused():
                r"tiled rows per call, over the limit of 4,194,304")
 
 
+@pytest.mark.jax
 def test_tiled_inputs_too_large_for_memory_are_refused(monkeypatch):
     model = _model()
     monkeypatch.setattr(_memory, "memory_bytes", lambda: 2 * 4096)  # 4 KiB usable
@@ -101,6 +106,7 @@ def test_tiled_inputs_too_large_for_memory_are_refused(monkeypatch):
                r"of this machine's memory .*; pass a smaller `samples_per_call` or `batch_size`")
 
 
+@pytest.mark.jax
 def test_too_many_kept_distributions_are_refused():
     model = _model(units=2, head=IndependentNormal(1))
     x = np.zeros((1000, 3), "float32")
@@ -120,6 +126,7 @@ def test_huge_samples_per_call_and_batch_size_are_clamped():
     assert limits.plan(5, [X], 8, 10**12, 10**12) == (5, 8, 5)
 
 
+@pytest.mark.jax
 def test_plan_checks_every_argument_before_work():
     for kwargs, problem in [
         ({"batch_size": 2**70}, None),
@@ -134,6 +141,7 @@ def test_plan_checks_every_argument_before_work():
             limits.plan(4, [X], 8, **kwargs)
 
 
+@pytest.mark.jax
 def test_call_count_needs_no_list_of_chunks():
     """Counting and chunking are O(1) in memory whatever T / samples_per_call is."""
     assert limits.count_calls(10**6, 10**6, 1, 1) == 10**12

@@ -10,6 +10,8 @@ import pytest
 
 from tfp_bnn.predict import RegressionPrediction
 
+pytestmark = pytest.mark.jax
+
 
 def test_decomposition_by_hand():
     # Two samples, one point: means 1 and 3, variances 0.5 and 1.5.

@@ -18,6 +18,7 @@ import numpy as np
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
 from tfp_bnn import metrics
+from tfp_bnn.predict import _chunk_math
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
 
@@ -58,7 +59,7 @@ def log_probabilities(outputs, output):
                 "output='logits' but every row of the model's outputs lies in [0, 1] and sums "
                 "to 1: these are probabilities (a softmax output?); pass "
                 "output='probabilities' or output='auto'.")
-        return np.asarray(_predictive.class_log_probs(values, output))
+        return _chunk_math.class_log_probs(values, output)
     if output == "log_probabilities":
         totals = np.exp(values).sum(axis=-1)
     else:
@@ -71,7 +72,7 @@ def log_probabilities(outputs, output):
             f"output={output!r} but the model's outputs do not sum to 1 over classes "
             f"(off by up to {worst:.3g}); use output='logits' for unnormalised scores."
         )
-    return np.asarray(_predictive.class_log_probs(values, output))
+    return _chunk_math.class_log_probs(values, output)
 
 
 class ClassificationPrediction:
@@ -118,8 +119,7 @@ class ClassificationPrediction:
             dict of float64 arrays: "probabilities" [N, K], "predictive_entropy",
             "expected_entropy" and "mutual_information" [N].
         """
-        return {name: np.asarray(value) for name, value in _predictive.classification_summaries(
-            self.probs, self.expected_entropy).items()}
+        return _chunk_math.classification_summaries(self.probs, self.expected_entropy)
 
     @classmethod
     def from_samples(cls, sample_probs, output="probabilities"):
@@ -141,7 +141,7 @@ class ClassificationPrediction:
             )
         log_p = log_probabilities(sample_probs, output)
         num_samples = sample_probs.shape[0]
-        probs_sum, entropy_sum = _predictive.class_sums(log_p)
+        probs_sum, entropy_sum = _chunk_math.class_sums(log_p)
         return cls(np.asarray(probs_sum) / num_samples, np.asarray(entropy_sum) / num_samples,
                    num_samples, np.exp(log_p))
 
@@ -259,7 +259,7 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
             as keep samples_per_call * batch_size <= max_rows).
         max_rows: memory bound in tiled rows per call, used for the
             default samples_per_call.
-        jit_compile: compile the traced calls with XLA.
+        jit_compile: compile the traced calls with XLA (on JAX they always are).
 
     Returns:
         `ClassificationPrediction`.
@@ -294,7 +294,7 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
                 limits.check_storage((num_samples, count) + classes, np.float64,
                                      "The kept samples")
                 samples = np.empty((num_samples, count) + classes)
-        chunk_probs, chunk_entropy = _predictive.class_sums(log_p)
+        chunk_probs, chunk_entropy = _chunk_math.class_sums(log_p)
         probs_sum[chunk.n0:chunk.n1] += chunk_probs
         entropy_sum[chunk.n0:chunk.n1] += chunk_entropy
         if keep_samples:

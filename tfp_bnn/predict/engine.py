@@ -19,6 +19,13 @@ A prediction checks its arguments once (`prepare` returns a `Plan`) and reads
 the outputs from the generator `chunks`. `tfp_bnn.export.export_predictive`
 serves the same draws and model call (`MonteCarloRunner.sampled_outputs`)
 inside its own `tf.function`, read with the same `tfp_bnn._predictive` math.
+
+On Keras' JAX backend `chunks` runs the model statelessly instead
+(`tfp_bnn.predict._jax_runner`): each chunk of S samples is one jitted
+`jax.vmap` of `model.stateless_call` over S random states, sample t's state
+folded from the model's `SeedGenerator` states and t, so sample t is one
+network for every chunk of inputs and any `samples_per_call`. Those calls are
+always compiled (`jit_compile` has no effect there).
 """
 
 import collections
@@ -30,6 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_bnn import _backend
 from tfp_bnn import _keras_internals
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.distributions.carrier import distribution_of
@@ -37,6 +45,7 @@ from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.posteriors.mean_field import worth_fusing
+from tfp_bnn.predict import _jax_runner
 from tfp_bnn.predict._inputs import as_arrays
 from tfp_bnn.predict._inputs import check_model
 from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
@@ -270,13 +279,16 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
     Args:
         model: the Keras model `plan` was made for.
         plan: from `prepare`.
-        jit_compile: XLA-compile the traced functions.
+        jit_compile: XLA-compile the traced functions (on JAX they always are).
         distributions: yield the output distribution of a distribution head
             (batch [S * B, ...], sample-major) instead of the output arrays.
         values_of: for callers that read the output arrays as parameters
             (e.g. "logits"): their name, so that a model whose output turns
             out to be a distribution layer's samples is refused, not misread.
     """
+    if _backend.is_jax():
+        yield from _jax_chunks(model, plan, distributions, values_of)
+        return
     runner = runner_for(model, bool(jit_compile))
     x, leaves, count = plan.inputs, plan.leaves, plan.count
     t0 = 0
@@ -289,10 +301,41 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
                 yield Chunk(t0, t0 + size, n0, n1, runner.call_distribution(inputs, draws, size))
                 continue
             outputs = runner.call(inputs, draws, size)
-            if values_of and runner.traced_distribution:
-                raise ValueError(
-                    f"The model's output is a tfp_bnn distribution layer's (its values are "
-                    f"samples of y), not {values_of}: use output='distribution' or "
-                    "tfp_bnn.predict.distribution(model, x).")
+            _values_only(values_of, runner.traced_distribution)
             yield Chunk(t0, t0 + size, n0, n1, tf.nest.map_structure(np.asarray, outputs))
+        t0 += size
+
+
+def _values_only(values_of, distribution):
+    """Refuses to read a distribution layer's sampled values as `values_of`."""
+    if values_of and distribution:
+        raise ValueError(
+            f"The model's output is a tfp_bnn distribution layer's (its values are "
+            f"samples of y), not {values_of}: use output='distribution' or "
+            "tfp_bnn.predict.distribution(model, x).")
+
+
+def _jax_chunks(model, plan, distributions, values_of):
+    """`chunks` on Keras' JAX backend: every sample chunk is one jitted call per input chunk.
+
+    The model runs statelessly with sample t's random state (see `_jax_runner`), always
+    compiled; sample t is the same network for every input chunk and every chunking.
+    """
+    if distributions:
+        raise ValueError("Predicting from a distribution head's output distributions runs on "
+                         "Keras' TensorFlow backend only; on JAX predict the head's values.")
+    _values_only(values_of, has_distribution_head(model))
+    runner = _jax_runner.runner_for(model)
+    bases = runner.start()
+    leaves = [np.asarray(leaf) for leaf in plan.leaves]
+    # Balanced chunks differ by at most `multiple` samples: all run at the widest one's size.
+    width = next(sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple))
+    t0 = 0
+    for size in sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple):
+        for n0 in range(0, plan.count, plan.batch_size):
+            n1 = min(plan.count, n0 + plan.batch_size)
+            inputs = tf.nest.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
+            outputs = runner.call(inputs, bases, t0, size, width, plan.multiple)
+            _values_only(values_of, runner.traced_distribution)
+            yield Chunk(t0, t0 + size, n0, n1, outputs)
         t0 += size

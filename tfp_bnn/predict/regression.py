@@ -19,6 +19,7 @@ import numpy as np
 
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
+from tfp_bnn.predict import _chunk_math
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
 from tfp_bnn.predict.distribution import collect
@@ -52,7 +53,7 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
             as keep samples_per_call * batch_size <= max_rows).
         max_rows: memory bound in tiled rows per call, used for the
             default samples_per_call.
-        jit_compile: compile the traced calls with XLA.
+        jit_compile: compile the traced calls with XLA (on JAX they always are).
 
     Returns:
         `RegressionPrediction` with the mean, the epistemic / aleatoric /
@@ -87,7 +88,7 @@ def regression(model, x, num_samples=100, output="auto", noise_variance=None,
     for chunk in engine.chunks(model, plan, jit_compile=jit_compile, values_of=repr(output)):
         if not isinstance(chunk.outputs, np.ndarray):
             raise ValueError("regression() needs a model with a single output tensor.")
-        chunk_means, chunk_variances = _predictive.regression_terms(chunk.outputs, output)
+        chunk_means, chunk_variances = _chunk_math.regression_terms(chunk.outputs, output)
         if means is None:
             shape = (plan.num_samples, plan.count) + tuple(chunk_means.shape[2:])
             limits.check_storage((2,) + shape, np.float64, "The sampled means and variances")

@@ -8,10 +8,9 @@ import math
 from statistics import NormalDist
 
 import numpy as np
-import tensorflow as tf
 
-from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
+from tfp_bnn.predict import _chunk_math
 
 
 def _log_normal(y, mean, variance):
@@ -30,12 +29,6 @@ def _sample_slices(num_samples, values_per_sample):
     step = max(1, CHUNK_VALUES // max(1, values_per_sample))
     for start in range(0, num_samples, step):
         yield slice(start, start + step)
-
-
-def _normal_cdf(z):
-    # erfc keeps the lower tail accurate, where 1 + erf(z) would cancel.
-    z = tf.constant(z, tf.float64)
-    return (0.5 * tf.math.erfc(-z / math.sqrt(2.0))).numpy()
 
 
 class RegressionPrediction:
@@ -111,8 +104,8 @@ class RegressionPrediction:
             dict of arrays: "mean", "stddev", "epistemic_variance",
             "aleatoric_variance", each [N, D] (or [N]).
         """
-        return {name: np.asarray(value) for name, value in _predictive.regression_summaries(
-            self.mean, self.epistemic_variance, self.aleatoric_variance).items()}
+        return _chunk_math.regression_summaries(self.mean, self.epistemic_variance,
+                                                self.aleatoric_variance)
 
     def rescale(self, shift=0.0, scale=1.0):
         """The same prediction for targets y' = shift + scale * y.
@@ -239,7 +232,7 @@ class RegressionPrediction:
                 means = self.sample_means[part]
                 sd = np.sqrt(self.sample_variances[part])
                 z = (y - means) / sd
-                total += np.where(sd > 0, _normal_cdf(np.where(sd > 0, z, 0.0)),
+                total += np.where(sd > 0, _chunk_math.normal_cdf(np.where(sd > 0, z, 0.0)),
                                   (y >= means).astype(np.float64)).sum(axis=0)
         return total / self.num_samples
 

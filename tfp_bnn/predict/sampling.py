@@ -28,7 +28,7 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
             keep samples_per_call * batch_size <= max_rows).
         max_rows: memory bound in tiled rows per call, used for the default
             samples_per_call.
-        jit_compile: compile the traced calls with XLA.
+        jit_compile: compile the traced calls with XLA (on JAX they always are).
 
     Returns:
         numpy array(s) of shape [T, N, ...], with the structure of the

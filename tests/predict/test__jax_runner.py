@@ -1,0 +1,83 @@
+"""The JAX Monte Carlo runner: where Keras keeps the random state, and what sample t is.
+
+`seed_states` reads a public Keras property on either backend, so its test runs on
+both (it fails loudly if Keras stops listing SeedGenerator states in `variables`);
+the runner itself compiles JAX code and is checked on JAX.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from tfp_bnn import _backend
+from tfp_bnn.predict import _jax_runner
+
+pytestmark = pytest.mark.jax
+jax_only = pytest.mark.skipif(not _backend.is_jax(), reason="the runner compiles JAX code")
+
+
+class _RowNoise(keras.layers.Layer):
+    def __init__(self, seed, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, inputs):
+        return inputs + keras.random.normal(keras.ops.shape(inputs), seed=self.seed_generator)
+
+
+def _model(seed=0):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4),
+                             keras.layers.Dropout(0.5, seed=seed + 1), _RowNoise(seed + 2),
+                             keras.layers.BatchNormalization()])
+
+
+def test_seed_states_are_the_generators_of_every_layer():
+    model = _model()
+    generators = [layer.seed_generator for layer in model.layers
+                  if hasattr(layer, "seed_generator")]
+    assert len(generators) == 2
+    states = _jax_runner.seed_states(model)
+    # BatchNormalization's moving statistics are weights, not random state.
+    assert [id(state) for state in states] == [id(g.state) for g in generators]
+    deterministic = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    assert _jax_runner.seed_states(deterministic) == []
+
+
+@jax_only
+def test_start_advances_every_generator_once():
+    model = _model()
+    states = _jax_runner.seed_states(model)
+    before = [keras.ops.convert_to_numpy(state.value) for state in states]
+    bases = _jax_runner.runner_for(model).start()
+    for state, base, value in zip(states, bases, before):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(base), value)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(state.value),
+                                      value + np.array([0, 1], value.dtype))
+
+
+@jax_only
+def test_sample_t_depends_on_t_only():
+    model = _model()
+    runner = _jax_runner.runner_for(model)
+    bases = runner.start()
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype("float32")
+    all_six = runner.call(x, bases, 0, 6)
+    assert all_six.shape == (6, 5, 4)
+    np.testing.assert_array_equal(runner.call(x, bases, 2, 3), all_six[2:5])
+    # A chunk run at a wider width keeps the first samples, unchanged.
+    np.testing.assert_array_equal(runner.call(x, bases, 4, 2, width=5), all_six[4:6])
+    assert len(np.unique(all_six.reshape(6, -1), axis=0)) == 6
+
+
+@jax_only
+def test_variables_are_read_at_every_call():
+    model = _model()
+    runner = _jax_runner.runner_for(model)
+    bases = runner.start()
+    x = np.zeros((2, 3), "float32")
+    first = runner.call(x, bases, 0, 2)
+    dense = model.layers[0]
+    dense.bias.assign(dense.bias.value + 1.0)
+    second = runner.call(x, bases, 0, 2)
+    assert not np.allclose(first, second)
