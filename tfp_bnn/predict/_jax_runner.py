@@ -55,8 +55,8 @@ class JaxMonteCarloRunner:
 
     Example:
     >>> runner = JaxMonteCarloRunner(model)
-    >>> base = runner.start()                   # the generators' states, advanced once
-    >>> runner.call(np.ones((5, 3), "float32"), base, 0, 4).shape   # samples 0..3
+    >>> bases = runner.start()                  # the generators' states, advanced once
+    >>> runner.call(np.ones((5, 3), "float32"), bases, 0, 4).shape   # samples 0..3
     (4, 5, 2)
     """
 
