@@ -44,6 +44,30 @@ def test_seed_states_are_the_generators_of_every_layer():
     assert _jax_runner.seed_states(deterministic) == []
 
 
+class _Tracked(keras.layers.Layer):
+    """Lists a metric's variables among its own state, as the variational layers' KL trackers."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.tracker = keras.metrics.Mean(name="tracked")
+
+    @property
+    def variables(self):
+        return super().variables + self.tracker.variables
+
+    def call(self, inputs):
+        return inputs
+
+
+def test_tracker_state_is_not_random_state():
+    model = keras.Sequential([keras.Input((3,)), _Tracked(), _RowNoise(seed=4)])
+    weights = {id(v) for v in model.weights}
+    assert any(id(v) not in weights and v.name != "seed_generator_state"
+               for v in model.variables), "no tracker state outside the weights to tell apart"
+    assert [id(s) for s in _jax_runner.seed_states(model)] == [
+        id(model.layers[1].seed_generator.state)]
+
+
 @jax_only
 def test_start_advances_every_generator_once():
     model = _model()
