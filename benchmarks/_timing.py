@@ -180,7 +180,7 @@ def machine_info() -> list:
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         load = "n/a"
-    return [
+    lines = [
         f"python {platform.python_version()} on {platform.machine()} ({platform.system()})",
         f"tensorflow {tf.__version__}, tensorflow-probability {tfp.__version__}, "
         f"keras {keras.__version__} (backend {keras.backend.backend()}), "
@@ -190,3 +190,9 @@ def machine_info() -> list:
         f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} (0 = TF default)",
         f"gpus: {len(tf.config.list_physical_devices('GPU'))}",
     ]
+    if keras.backend.backend() == "jax":
+        import jax  # noqa: PLC0415
+
+        lines.append(f"jax {jax.__version__}, device: {jax.default_backend()} "
+                     f"({', '.join(d.device_kind for d in jax.devices())})")
+    return lines
