@@ -51,10 +51,10 @@ def machine_lines(tfp_bnn):
     return [
         f"python {platform.python_version()} on {platform.machine()} ({platform.system()})",
         f"jax {jax.__version__}, jaxlib {_version('jaxlib')}, keras {keras.__version__} "
-        f"(backend {keras.backend.backend()}), tensorflow-probability "
-        f"{_version('tensorflow-probability')}, tfp-bnn {_version('tfp-bnn')}"
+        f"(backend {keras.backend.backend()}), tfp-bnn {_version('tfp-bnn')}"
         + (f" ({where})" if where else ""),
-        f"tensorflow: {_version('tensorflow')}",
+        f"tensorflow-probability {_version('tensorflow-probability')}, tfp-nightly "
+        f"{_version('tfp-nightly')}, tensorflow {_version('tensorflow')}",
         f"device: {jax.default_backend()}: " + ", ".join(
             f"{d.device_kind} ({d.platform})" for d in devices[:4])
         + (f" and {len(devices) - 4} more" if len(devices) > 4 else ""),

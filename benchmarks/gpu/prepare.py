@@ -34,17 +34,15 @@ LIMIT_MIB = 60
 PURE = ("keras==3.15.1", "tensorflow-probability==0.25.0", "absl-py==2.5.1",
         "cloudpickle==3.1.3", "decorator==5.3.1", "gast==0.7.0", "namex==0.1.0",
         "rich==15.0.0", "markdown-it-py==4.3.0", "mdurl==0.1.2", "pygments==2.21.0",
-        "packaging==26.4", "six==1.17.0", "attrs==26.1.0", "typing-extensions==4.16.0")
+        "packaging==26.4", "six==1.17.0", "attrs==26.1.0", "typing-extensions==4.16.0",
+        # run.py's fallback where the machine's jax is 0.7 or newer (run.TFP_NIGHTLY).
+        "tfp-nightly==0.26.0.dev20261027")
 # Compiled: one wheel per CPython version (ml_dtypes too: the machine's jax brings one,
 # but Keras names it, and a jax without it would otherwise fail to resolve offline).
 BINARY = ("h5py==3.14.0", "ml-dtypes==0.6.0", "optree==0.20.0", "dm-tree==0.1.10",
           "wrapt==2.5.2")
 PYTHONS = ("3.11", "3.12")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
-# What run.py installs by name (the resolver takes their dependencies from the folder or
-# from the machine's installed packages), then tfp_bnn's own wheel without dependencies:
-# its metadata asks for TensorFlow, which the JAX backend does not use.
-REQUIREMENTS = ("keras==3.15.1", "tensorflow-probability==0.25.0")
 
 
 def folder_mib(folder) -> float:

@@ -19,6 +19,10 @@ train step of each and their ratio; T Monte Carlo predictions
 (`tfp_bnn.predict.sample`) against the Dense forward pass run T times; and
 the main job (`python -m zoo`: Bayes by Backprop on concrete), its scores.
 What does not run on JAX yet is reported in one line and skipped.
+
+TFP 0.25's JAX substrate needs jax < 0.7. With a newer jax the script says
+so in one line at start and, if the wheel folder holds the tfp-nightly
+fallback, installs it in place of TFP 0.25; otherwise it stops there.
 """
 
 import argparse
@@ -39,7 +43,11 @@ JAX_BELOW = (0, 7)
 JAX_TESTED = "0.6.2"
 # What is installed from the wheel folder by name; tfp_bnn's own wheel goes in without
 # dependencies (its metadata asks for TensorFlow, which the JAX backend does not use).
-REQUIREMENTS = ("keras==3.15.1", "tensorflow-probability==0.25.0")
+KERAS = "keras==3.15.1"
+TFP = "tensorflow-probability==0.25.0"
+# The fallback for jax >= 0.7: a TFP nightly whose JAX substrate imported and computed
+# (Normal, KL, Independent sampling) with jax 0.6.2 and with jax 0.10.2.
+TFP_NIGHTLY = "tfp-nightly==0.26.0.dev20261027"
 # Sizes per platform where the flag is not given: (steps, repeats, warm-up steps,
 # Monte Carlo samples, predict inputs, main-job epochs, main-job samples).
 DEFAULTS = {"gpu": (50, 5, 5, 100, 10000, 600, 100),
@@ -98,31 +106,43 @@ def version_tuple(text: str) -> tuple:
     """(major, minor, patch) of a version string, numeric parts only: '0.6.2' -> (0, 6, 2)."""
     parts = []
     for piece in text.split(".")[:3]:
-        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        digits = re.match(r"\d*", piece).group()
         if not digits:
             break
         parts.append(int(digits))
-        if not piece.isdigit():
+        if digits != piece:  # "10rc1": a pre-release suffix ends the numeric part
             break
     return tuple(parts)
 
 
-def jax_problem():
-    """One line saying why this interpreter's jax cannot run TFP 0.25's substrate, or None.
+def nightly_wheel(folder):
+    """The fallback TFP nightly wheel in `folder`, or None."""
+    version = TFP_NIGHTLY.split("==")[1]
+    found = sorted(pathlib.Path(folder).glob(f"tfp_nightly-{version}-*.whl"))
+    return found[-1] if found else None
 
-    Read from the installed metadata: importing jax here would claim the
-    GPU's memory in this process before the benchmark's own starts.
+
+def jax_problem(nightly=None):
+    """(one line, fatal) on this interpreter's jax and TFP 0.25's substrate; (None, False) if fine.
+
+    With jax >= 0.7 the line is fatal unless `nightly` (the fallback wheel)
+    is given, which is then installed in place of TFP 0.25. Read from the
+    installed metadata: importing jax here would claim the GPU's memory in
+    this process before the benchmark's own starts.
     """
     try:
         version = importlib.metadata.version("jax")
     except importlib.metadata.PackageNotFoundError:
         return (f"jax is not installed for {sys.executable}: run this script with the Python "
-                f"that has jax and jaxlib (jax[cuda12]=={JAX_TESTED} on an NVIDIA GPU)")
-    if version_tuple(version) >= JAX_BELOW:
-        return (f"jax {version} is installed, but TensorFlow Probability 0.25's JAX substrate "
-                f"needs jax < {'.'.join(map(str, JAX_BELOW))} ({JAX_TESTED} tested): install "
-                f"jax[cuda12]=={JAX_TESTED} (jaxlib {JAX_TESTED}) in this Python or another")
-    return None
+                f"that has jax and jaxlib (jax[cuda12]=={JAX_TESTED} on an NVIDIA GPU)"), True
+    if version_tuple(version) < JAX_BELOW:
+        return None, False
+    line = (f"jax {version} is installed, but TensorFlow Probability 0.25's JAX substrate "
+            f"needs jax < {'.'.join(map(str, JAX_BELOW))} ({JAX_TESTED} tested)")
+    if nightly is not None:
+        return f"{line}: installing {nightly.name} in its place", False
+    return (f"{line}: install jax[cuda12]=={JAX_TESTED} (jaxlib {JAX_TESTED}), or run "
+            "prepare.py for the tfp-nightly fallback (not with --no-install)"), True
 
 
 def outer_site_dirs() -> list:
@@ -133,7 +153,7 @@ def outer_site_dirs() -> list:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
-def make_venv(path, wheels) -> pathlib.Path:
+def make_venv(path, wheels, tfp=TFP) -> pathlib.Path:
     """A virtual environment at `path` with the folder's wheels, installed offline.
 
     `--system-site-packages` alone would show the venv the base interpreter's
@@ -154,7 +174,7 @@ def make_venv(path, wheels) -> pathlib.Path:
     pathlib.Path(purelib, "_outer_site.pth").write_text("\n".join(outer_site_dirs()) + "\n")
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--no-index", "--find-links", str(wheels)]
-    subprocess.run(pip + list(REQUIREMENTS), check=True)
+    subprocess.run(pip + [KERAS, tfp], check=True)
     wheel = sorted(pathlib.Path(wheels).glob("tfp_bnn-*.whl"))[-1]
     subprocess.run(pip + ["--no-deps", str(wheel)], check=True)
     return python
@@ -200,17 +220,19 @@ def run_main_job(python, args, env, cwd) -> int:
 
 def main(argv=None):
     args = parse_args(argv)
-    problem = jax_problem()
+    problem, fatal = jax_problem(None if args.no_install else nightly_wheel(args.wheels))
     if problem:
-        print(problem)
-        return 2
+        print(problem, flush=True)
+        if fatal:
+            return 2
+    tfp = TFP if problem is None else TFP_NIGHTLY
     with tempfile.TemporaryDirectory(prefix="tfp_bnn_gpu_bench_") as tmp:
         if args.no_install:
             python = pathlib.Path(sys.executable)
         else:
             where = args.venv or pathlib.Path(tmp) / "venv"
             print(f"installing {args.wheels} offline into {where} ...", flush=True)
-            python = make_venv(where, args.wheels)
+            python = make_venv(where, args.wheels, tfp)
         env = child_env(args)
         worker = [str(python), str(HERE / "_worker.py")] + [
             f"--{name.replace('_', '-')}={getattr(args, name)}"
