@@ -145,12 +145,16 @@ def main(argv=None):
         import tfp_bnn  # noqa: PLC0415
     except Exception as error:  # noqa: BLE001 - the benchmark goes on with what runs
         tfp_bnn = None
-        print(f"tfp_bnn does not import here, its rows are skipped: {type(error).__name__}: "
-              f"{str(error).splitlines()[0][:200]}")
+        why = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        if isinstance(error, ModuleNotFoundError) and error.name == "tensorflow":
+            why += " (modules of tfp_bnn not yet ported to keras.ops still import TensorFlow)"
+        print(f"tfp_bnn does not import here, its rows are skipped: {why}")
     print(f"== tfp_bnn on Keras' JAX backend: 784-400-400-10 MLP, Adam, batch "
           f"{args.batch_size}, KL weight 1/{NUM_EXAMPLES} ==")
     for line in machine_lines(tfp_bnn):
         print(line)
+    if os.environ.get("JAX_PLATFORMS") != "cpu" and jax.default_backend() == "cpu":
+        print("jax sees no GPU (a jaxlib without CUDA?): the figures below are CPU figures")
     print(f"timing: {args.warmup_steps} warm-up steps, then {args.repeats} interleaved rounds "
           f"x {args.steps} steps per variant (first step of each fit call not timed)",
           flush=True)
