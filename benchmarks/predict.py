@@ -35,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import _jax_floor
 import _timing
 import tfp_bnn
 
@@ -130,24 +131,6 @@ def main(argv=None):
     return 0
 
 
-def jax_dense_floor(model, x, samples):
-    """T forward passes of `model` over `x`: its stateless call under `jax.jit`, waited for."""
-    import jax  # noqa: PLC0415 - only on the JAX backend
-
-    forward = jax.jit(lambda trainable, fixed, inputs: model.stateless_call(
-        trainable, fixed, inputs, training=False)[0])
-    trainable = [v.value for v in model.trainable_variables]
-    fixed = [v.value for v in model.non_trainable_variables]
-    x = jax.device_put(x)
-
-    def run():
-        for _ in range(samples):
-            out = forward(trainable, fixed, x)
-        return jax.block_until_ready(out)
-
-    return run
-
-
 def main_jax(args):
     """The same latency and throughput ratios on Keras' JAX backend.
 
@@ -181,7 +164,7 @@ def main_jax(args):
     }
     throughput = {
         "floor": _timing.timed(f"keras Dense forward x {samples} (jax.jit)",
-                               jax_dense_floor(dense, x_large, samples)),
+                               _jax_floor.dense_floor(dense, x_large, samples)),
         "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
                                 lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
         "classification": _timing.timed(

@@ -5,7 +5,8 @@
 (run.py starts it with the right environment.) Keras picks its backend at
 import, so this process must start with KERAS_BACKEND=jax. Nothing here needs
 TensorFlow: the data are NumPy batches, the Dense floor is a `jax.jit` of
-the model's stateless call. Timing helpers are those of benchmarks/_timing.py.
+the model's stateless call (benchmarks/_jax_floor.py). Timing helpers are
+those of benchmarks/_timing.py.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import os
 import pathlib
 import platform
 import sys
+import time
 
 # benchmarks/ for _timing (not the repository root: tfp_bnn comes from where it is installed).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -22,6 +24,7 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+import _jax_floor  # noqa: E402
 import _timing  # noqa: E402
 
 # The MLP of benchmarks/train_step.py and predict.py (benchmarks/_common.py).
@@ -92,11 +95,11 @@ class SyncedStepTimer(keras.callbacks.Callback):
         self._start = None
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._start = _timing.time.perf_counter()
+        self._start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         jax.block_until_ready(list((logs or {}).values()))
-        self.times.append(_timing.time.perf_counter() - self._start)
+        self.times.append(time.perf_counter() - self._start)
 
 
 def train_variant(name, build, data):
@@ -117,22 +120,6 @@ def train_variant(name, build, data):
     variant = _timing.Variant(name, fit_steps)
     variant.state = state
     return variant
-
-
-def dense_forward_floor(model, x, samples):
-    """T forward passes of `model` over `x`, each one jitted stateless call, waited for."""
-    forward = jax.jit(lambda trainable, fixed, inputs: model.stateless_call(
-        trainable, fixed, inputs, training=False)[0])
-    trainable = [v.value for v in model.trainable_variables]
-    fixed = [v.value for v in model.non_trainable_variables]
-    x = jax.device_put(x)
-
-    def run():
-        for _ in range(samples):
-            out = forward(trainable, fixed, x)
-        return jax.block_until_ready(out)
-
-    return run
 
 
 def main(argv=None):
@@ -181,13 +168,12 @@ def main(argv=None):
     # Monte Carlo prediction: T samples over the inputs, against T Dense forward passes.
     rng = np.random.default_rng(args.seed + 1)
     x = rng.random((args.predict_inputs, INPUT_DIM), dtype=np.float32)
+    dense_model = train["dense"].state.get("model") or mlp(keras.layers.Dense)
     predict = {"floor": _timing.timed(f"keras Dense forward x {args.samples} (jit)",
-                                      dense_forward_floor(train["dense"].state["model"]
-                                                          if "model" in train["dense"].state
-                                                          else mlp(keras.layers.Dense),
-                                                          x, args.samples))}
-    flipout_model = train.get("flipout") and train["flipout"].state.get("model")
-    if flipout_model is not None and train["flipout"].ok:
+                                      _jax_floor.dense_floor(dense_model, x, args.samples))}
+    flipout = train.get("flipout")
+    flipout_model = flipout.state.get("model") if flipout is not None and flipout.ok else None
+    if flipout_model is not None:
         predict["sample"] = _timing.timed(
             f"tfp_bnn.predict.sample(model, x, {args.samples})",
             lambda: np.asarray(tfp_bnn.predict.sample(flipout_model, x, args.samples)))
