@@ -39,6 +39,18 @@ def step_timer(callback_base):
     return StepTimer()
 
 
+def _message_line(error) -> str:
+    """The line of an error's message that says what went wrong.
+
+    The first, except where it only introduces a traceback (TensorFlow's
+    "in user code:"): then the last.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
 class Variant:
     """One model to time: a name, a `fit` function and the samples so far.
 
@@ -60,7 +72,7 @@ class Variant:
         try:
             self.fit_steps(steps)
         except Exception as error:  # a variant that cannot compile is reported, not fatal
-            self.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+            self.error = f"{type(error).__name__}: {_message_line(error)[:120]}"
         self.warmup_seconds = time.perf_counter() - start
 
     def run(self, steps):
