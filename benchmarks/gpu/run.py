@@ -73,8 +73,8 @@ def parse_args(argv=None):
     parser.add_argument("--main-job-samples", type=int,
                         help="Monte Carlo samples of the main job (default 100 / 20)")
     parser.add_argument("--no-main-job", action="store_true", help="skip `python -m zoo`")
-    parser.add_argument("--main-job-timeout", type=int, default=300,
-                        help="seconds before the main job is stopped (default 300)")
+    parser.add_argument("--main-job-timeout", type=int, default=240,
+                        help="seconds before the main job is stopped (default 240)")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wheels", type=pathlib.Path, default=WHEELS,
