@@ -232,7 +232,13 @@ def main(argv=None):
         else:
             where = args.venv or pathlib.Path(tmp) / "venv"
             print(f"installing {args.wheels} offline into {where} ...", flush=True)
-            python = make_venv(where, args.wheels, tfp)
+            try:
+                python = make_venv(where, args.wheels, tfp)
+            except subprocess.CalledProcessError as error:
+                # e.g. a system Python without ensurepip (Debian's python3-venv not installed)
+                print(f"the offline install failed ({' '.join(map(str, error.cmd[:4]))} ...: "
+                      f"exit {error.returncode}); its output is above")
+                return 1
         env = child_env(args)
         worker = [str(python), str(HERE / "_worker.py")] + [
             f"--{name.replace('_', '-')}={getattr(args, name)}"
