@@ -48,3 +48,43 @@ def require_positive(parser, args, names):
         value = getattr(args, name)
         if value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+
+
+BACKENDS = ("tensorflow", "jax")
+
+
+def add_backend_flag(parser):
+    """`--backend {tensorflow,jax}`: the Keras backend to time (default: the active one)."""
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="Keras backend to time (default: the active one, TensorFlow unless "
+             "KERAS_BACKEND says otherwise). Keras picks its backend at import, so "
+             "another one re-runs this script in a subprocess with KERAS_BACKEND set")
+
+
+def rerun_with_backend(script, argv, backend) -> int:
+    """Runs `script` with `argv` in a subprocess with KERAS_BACKEND=`backend`; its exit code.
+
+    The subprocess's output is relayed line by line to this process's
+    stdout (so a caller capturing `sys.stdout` sees it too).
+    """
+    import subprocess  # noqa: PLC0415
+
+    if os.environ.get("KERAS_BACKEND") == backend:
+        # Keras was started with this backend requested and runs on another: do not loop.
+        raise RuntimeError(f"KERAS_BACKEND={backend} is set but Keras did not pick it")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    print(f"(re-running {pathlib.Path(script).name} with KERAS_BACKEND={backend})", flush=True)
+    with subprocess.Popen([sys.executable, str(script), *argv], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
+        for line in child.stdout:
+            print(line, end="", flush=True)
+    return child.returncode
+
+
+def is_jax() -> bool:
+    """True when Keras runs on JAX in this process."""
+    import keras  # noqa: PLC0415
+
+    return keras.backend.backend() == "jax"

@@ -39,6 +39,18 @@ def step_timer(callback_base):
     return StepTimer()
 
 
+def _message_line(error) -> str:
+    """The line of an error's message that says what went wrong.
+
+    The first, except where it only introduces a traceback (TensorFlow's
+    "in user code:"): then the last.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
 class Variant:
     """One model to time: a name, a `fit` function and the samples so far.
 
@@ -60,7 +72,7 @@ class Variant:
         try:
             self.fit_steps(steps)
         except Exception as error:  # a variant that cannot compile is reported, not fatal
-            self.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+            self.error = f"{type(error).__name__}: {_message_line(error)[:120]}"
         self.warmup_seconds = time.perf_counter() - start
 
     def run(self, steps):
@@ -180,7 +192,7 @@ def machine_info() -> list:
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         load = "n/a"
-    return [
+    lines = [
         f"python {platform.python_version()} on {platform.machine()} ({platform.system()})",
         f"tensorflow {tf.__version__}, tensorflow-probability {tfp.__version__}, "
         f"keras {keras.__version__} (backend {keras.backend.backend()}), "
@@ -190,3 +202,9 @@ def machine_info() -> list:
         f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} (0 = TF default)",
         f"gpus: {len(tf.config.list_physical_devices('GPU'))}",
     ]
+    if keras.backend.backend() == "jax":
+        import jax  # noqa: PLC0415
+
+        lines.append(f"jax {jax.__version__}, device: {jax.default_backend()} "
+                     f"({', '.join(d.device_kind for d in jax.devices())})")
+    return lines

@@ -2,6 +2,7 @@
 
     python benchmarks/predict.py           # ~3-5 minutes on 2 CPU cores
     python benchmarks/predict.py --quick   # smoke run, small sizes
+    python benchmarks/predict.py --backend jax   # on Keras' JAX backend (see main_jax)
 
 Model: the 784-400-400-10 MLP of tfp_bnn `DenseFlipout` layers (relu, logits
 out), T = 100 samples, random MNIST-shaped inputs. Measured in one run, in
@@ -34,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import _jax_floor
 import _timing
 import tfp_bnn
 
@@ -45,6 +47,7 @@ def parse_args(argv=None):
     parser.add_argument("--throughput-inputs", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
+    _common.add_backend_flag(parser)
     parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, 1 round")
     args = parser.parse_args(argv)
     if args.quick:
@@ -56,6 +59,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.backend and args.backend != keras.backend.backend():
+        return _common.rerun_with_backend(__file__, argv, args.backend)
+    if _common.is_jax():
+        return main_jax(args)
     keras.utils.set_random_seed(args.seed)
     tf.get_logger().setLevel("ERROR")
     samples = args.samples
@@ -117,6 +124,65 @@ def main(argv=None):
           latency["loop"], latency["sample"], (">=", 10)),
          ("ratio loop of predict / exported serve [latency]",
           latency["loop"], latency["served"], (">=", 10)),
+         ("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
+          throughput["sample"], throughput["floor"], ("<=", 2.0)),
+         ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
+          throughput["classification"], throughput["floor"], ("<=", 2.0))])
+    return 0
+
+
+def main_jax(args):
+    """The same latency and throughput ratios on Keras' JAX backend.
+
+    The exported SavedModel (`tfp_bnn.export`, `tf.saved_model.load`) is
+    TensorFlow only and is skipped with a printed line; the Dense floor is
+    the model's stateless call under `jax.jit` in place of `tf.function`.
+    """
+    keras.utils.set_random_seed(args.seed)
+    samples = args.samples
+    print(f"== Monte Carlo prediction benchmark: 784-400-400-10 DenseFlipout MLP, T = {samples}"
+          ", Keras on JAX ==")
+    for line in _timing.machine_info():
+        print(line)
+    print("skipped on JAX: the exported SavedModel (tfp_bnn.export, tf.saved_model.load: "
+          "TensorFlow only)")
+    rng = np.random.default_rng(args.seed)
+    x_small = rng.random((args.latency_batch, _common.INPUT_DIM), dtype=np.float32)
+    x_large = rng.random((args.throughput_inputs, _common.INPUT_DIM), dtype=np.float32)
+    seeds = iter(range(1, 100))
+    flipout = _common.mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
+        units, activation=act, kl_weight=1e-4, seed=next(seeds)))
+    dense = _common.mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+
+    def predict_loop():
+        return np.stack([flipout.predict(x_small, verbose=0) for _ in range(samples)])
+
+    latency = {
+        "loop": _timing.timed(f"loop of {samples} model.predict(x)", predict_loop),
+        "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                                lambda: tfp_bnn.predict.sample(flipout, x_small, samples)),
+    }
+    throughput = {
+        "floor": _timing.timed(f"keras Dense forward x {samples} (jax.jit)",
+                               _jax_floor.dense_floor(dense, x_large, samples)),
+        "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
+                                lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
+        "classification": _timing.timed(
+            f"tfp_bnn.predict.classification(model, x, {samples})",
+            lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
+    }
+    variants = list(latency.values()) + list(throughput.values())
+    for variant in variants:
+        print(f"  warming up {variant.name} ...", flush=True)
+        variant.warm_up(1)
+    _timing.run_round_robin(variants, args.repeats, 2, log=lambda m: print(m, flush=True))
+    _timing.print_report(
+        [(f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
+          latency, "loop"),
+         (f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
+          throughput, "floor")],
+        [("ratio loop of predict / tfp_bnn.predict.sample [latency]",
+          latency["loop"], latency["sample"], (">=", 10)),
          ("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
           throughput["sample"], throughput["floor"], ("<=", 2.0)),
          ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",

@@ -2,6 +2,7 @@
 
     python benchmarks/train_step.py            # ~2-4 minutes on 2 CPU cores
     python benchmarks/train_step.py --quick    # 2 steps per variant, a smoke run (below)
+    python benchmarks/train_step.py --backend jax   # the same ratio on Keras' JAX backend
 
 Variants: `keras.layers.Dense`; tfp_bnn's `DenseFlipout`,
 `DenseReparameterization` and `DenseLocalReparameterization` (Keras 3); and
@@ -68,6 +69,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=0,
                         help="TF intra-op threads (0: TF default)")
     parser.add_argument("--seed", type=int, default=0)
+    _common.add_backend_flag(parser)
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 2 steps per variant, 1 round, each of "
                              "DenseReparameterization and DenseLocalReparameterization in "
@@ -171,6 +173,10 @@ def build_table(tag, dataset, args, jit_compile, tfp_jit):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.backend and args.backend != keras.backend.backend():
+        return _common.rerun_with_backend(__file__, argv, args.backend)
+    if _common.is_jax():
+        return main_jax(args)
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     keras.utils.set_random_seed(args.seed)
@@ -219,6 +225,43 @@ def main(argv=None):
         ratios.append(("ratio TFP Flipout [jit off, its default] / ours Flipout [XLA]",
                        default["tfp"], xla["DenseFlipout"], None))
     _timing.print_report(report, ratios)
+    print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
+          "the same table)")
+    return 0
+
+
+def main_jax(args):
+    """The same models and ratio on Keras' JAX backend, where only the compiled step applies.
+
+    What exists only on TensorFlow is skipped with a printed line: tf_keras'
+    `tfp.layers.DenseFlipout` (the TFP comparison) and the jit-off table (on
+    JAX, `jit_compile=False` runs the step eagerly op by op, not a
+    framework's default path). The data come from the same `tf.data`
+    pipeline, which Keras' JAX trainer reads as NumPy batches.
+    """
+    keras.utils.set_random_seed(args.seed)
+    print("== train step benchmark: 784-400-400-10 MLP, Adam, batch "
+          f"{args.batch_size}, KL weight 1/{args.num_examples}, Keras on JAX ==")
+    for line in _timing.machine_info():
+        print(line)
+    print("skipped on JAX: tfp.layers.DenseFlipout (tf_keras, TensorFlow only); the jit-off "
+          "table (JAX runs an uncompiled step eagerly)"
+          + ("; --threads (a TensorFlow setting)" if args.threads else ""))
+    print(f"timing: {args.warmup_steps} warm-up steps, then {args.repeats} interleaved "
+          f"rounds x {args.steps} steps per variant (first step of each fit call not timed)")
+    sys.stdout.flush()
+    dataset = synthetic_dataset(args.rows, args.batch_size, args.seed)
+    table = build_table("XLA", dataset, args, True, None)
+    for variant in table.values():
+        print(f"  warming up {variant.name} ...", flush=True)
+        variant.warm_up(args.warmup_steps)
+    _timing.run_round_robin(list(table.values()), args.repeats, args.steps,
+                            log=lambda msg: print(msg, flush=True))
+    _timing.print_report(
+        [("JAX backend, jit_compile=True (jax.jit, XLA); median per-step time", table,
+          "dense")],
+        [("ratio ours Flipout / keras Dense [XLA]", table["DenseFlipout"], table["dense"],
+          ("<=", 2.2))])
     print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
           "the same table)")
     return 0
