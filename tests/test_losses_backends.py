@@ -15,6 +15,7 @@ import pytest
 
 from tests.gradients import value_and_gradients
 from tfp_bnn.losses import GaussianNLL
+from tfp_bnn.losses import MomentGaussianNLL
 from tfp_bnn.losses import gaussian_log_likelihood_mc
 from tfp_bnn.losses import gaussian_nll
 from tfp_bnn.losses import predictive_rmse
@@ -139,3 +140,13 @@ def test_predictive_rmse_has_a_zero_gradient_at_a_perfect_fit():
     value, (grad,) = value_and_gradients(lambda m: predictive_rmse(y, m), means)
     assert float(value) == 0.0
     np.testing.assert_array_equal(grad, 0.0)
+
+
+def test_moment_gaussian_nll_is_tensorflow_only_with_a_clear_error_on_jax():
+    y_pred = np.float32([[0.0, 1.0]])  # D = 1: mean 0, covariance [[1]]
+    if keras.backend.backend() == "jax":
+        with pytest.raises(NotImplementedError, match="TensorFlow backend only"):
+            MomentGaussianNLL(mode="full")
+    else:
+        value = MomentGaussianNLL(mode="full")(np.zeros((1, 1)), y_pred)
+        assert float(value) == pytest.approx(0.5 * math.log(2 * math.pi), rel=1e-6)

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation as check
 
 # The loss of distribution-valued outputs lives beside them; listed here too.
@@ -283,6 +284,10 @@ class MomentGaussianNLL(keras.losses.Loss):
         name: name of the loss.
         dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
+    Raises:
+        NotImplementedError: on the JAX backend, where the moment
+            likelihoods (TensorFlow code) cannot run inside a compiled step.
+
     Call arguments:
         y_true: targets [batch, D] (or [batch] when D = 1).
         y_pred: [batch, 2D] (diagonal) or [batch, D + D^2] (full).
@@ -296,6 +301,12 @@ class MomentGaussianNLL(keras.losses.Loss):
 
     def __init__(self, mode="full", jitter=1e-6, reduction="sum_over_batch_size",
                  name="moment_gaussian_nll", dtype=None):
+        if _backend.is_jax():
+            raise NotImplementedError(
+                "MomentGaussianNLL runs on the TensorFlow backend only: the moment likelihoods "
+                "of tfp_bnn.moments compute in TensorFlow. Use KERAS_BACKEND=tensorflow, or "
+                "GaussianNLL for a single output [mean, log variance]."
+            )
         super().__init__(reduction=reduction, name=name, dtype=dtype)
         self.mode = check.one_of("mode", mode, ("diagonal", "full"))
         self.jitter = check.number("jitter", jitter, low=0.0)

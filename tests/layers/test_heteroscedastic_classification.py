@@ -6,8 +6,7 @@ import os
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
-
+from tests.gradients import value_and_gradients
 import tfp_bnn
 from tfp_bnn import priors
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
@@ -25,6 +24,20 @@ def _moment_head(num_classes, num_samples, seed=0):
                                          kernel_initializer="identity")
     head.build((None, 2 * num_classes))
     return head
+
+
+def _stateless(head):
+    """head's call as a function of (inputs, *trainable weights), at the current seed state.
+
+    Every call with the same state draws the same logit noise, so a gradient
+    and the outputs it belongs to come from separate calls.
+    """
+    state = [v.value for v in head.non_trainable_variables]
+
+    def call(inputs, *trainable):
+        return head.stateless_call(list(trainable), state, inputs)[0]
+
+    return call
 
 
 def _numpy(tensor):
@@ -172,26 +185,25 @@ def test_very_large_equal_variance_tends_to_uniform():
     assert _entropy(np.exp(_log_softmax(f))) < 0.5 * math.log(5)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("log_var", [-50.0, 50.0])
 def test_extreme_logits_and_variances_are_finite_with_finite_gradients(log_var):
     f = np.float32([[1e3, -1e3, 0.0], [-1e3, 999.0, 1e3], [1e3, 1e3, -1e3]])
     moments = np.concatenate([f, np.full_like(f, log_var)], -1)
     head = _moment_head(3, num_samples=50, seed=2)
-    x = tf.Variable(moments)
     y = np.int64([1, 0, 2])
-    with tf.GradientTape() as tape:
-        out = head(x)
-        loss = SCCE(y, out)
-    grads = tape.gradient(loss, [x] + head.trainable_variables)
-    out = _numpy(out)
+    call, weights = _stateless(head), [v.value for v in head.trainable_variables]
+    loss, grads = value_and_gradients(lambda *args: SCCE(y, call(*args)), moments, *weights)
+    out = _numpy(call(moments, *weights))
     assert np.all(np.isfinite(out)) and np.isfinite(float(loss))
     np.testing.assert_allclose(np.exp(out.astype(np.float64)).sum(-1), 1.0, atol=1e-5)
     # Finite, not informative: at s = +-50 the exact gradient to s is ~0
     # (sigma * eps ~ 1e11 makes every draw one-hot, or draws do not move f).
     for grad in grads:
-        assert np.all(np.isfinite(grad.numpy()))
+        assert np.all(np.isfinite(grad))
 
 
+@pytest.mark.jax
 def test_noise_helps_misclassified_and_hurts_confident_correct_examples():
     """The sign of d loss / d s that makes the loss learn aleatoric noise.
 
@@ -201,11 +213,15 @@ def test_noise_helps_misclassified_and_hurts_confident_correct_examples():
     seeds the T = 1000 estimates have standard deviations 0.003 and 0.012.
     """
     head = _moment_head(2, num_samples=1000, seed=6)
-    x = tf.Variable(np.float32([[3.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]]))
-    with tf.GradientTape() as tape:
-        out = head(x)
-        loss = -(out[0, 0] + out[1, 1])  # labels 0 and 1
-    grad_s = tape.gradient(loss, x).numpy()[:, 2:].sum(-1)
+    x = np.float32([[3.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]])
+    call, weights = _stateless(head), [v.value for v in head.trainable_variables]
+
+    def loss(inputs):
+        out = call(inputs, *weights)
+        return -(out[0, 0] + out[1, 1])  # labels 0 and 1
+
+    _, (grad,) = value_and_gradients(loss, x)
+    grad_s = grad[:, 2:].sum(-1)
     assert grad_s[0] > 0.02 and grad_s[1] < -0.3, grad_s
 
 
@@ -249,7 +265,9 @@ def test_config_round_trip(kwargs):
     assert clone.projection_layer.get_config() == head.projection_layer.get_config()
 
 
-@pytest.mark.parametrize("projection", ["dense", "flipout"])
+# The Flipout projection runs on JAX with the variational core; the dense one already does.
+@pytest.mark.parametrize("projection", [pytest.param("dense", marks=pytest.mark.jax),
+                                        "flipout"])
 def test_keras_file_round_trip(projection, tmp_path):
     extra = {"kl_weight": 1e-3} if projection == "flipout" else {}
     head = HeteroscedasticClassification(3, num_samples=8, projection=projection, seed=9,
