@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -16,6 +17,7 @@ from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseReparameterization
 
 NUM, BATCH, EPOCHS = 96, 32, 4
+FINGERPRINT = {"epochs": EPOCHS, "lr": 0.01}
 
 
 def _data():
@@ -54,18 +56,43 @@ def uninterrupted(tmp_path_factory):
     return _variables(model), history.history
 
 
-def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(uninterrupted, tmp_path):
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """`checkpoints(epochs, tmp_path)`: (tmp_path / "backup", variables).
+
+    The directory is a copy of the checkpoint a run left when it stopped
+    after `epochs` epochs (fingerprint FINGERPRINT, checkpoint kept), the
+    variables are that run's model's at the end. Each such run is trained once
+    per module; every test gets its own copy to damage or resume from.
+    """
+    made = {}
+
+    def get(epochs, tmp_path):
+        if epochs not in made:
+            source = tmp_path_factory.mktemp(f"after_{epochs}") / "backup"
+            model = _model()
+            _fit(model, AtomicBackupAndRestore(source, fingerprint=FINGERPRINT,
+                                               delete_checkpoint=False), 0, epochs)
+            made[epochs] = (source, _variables(model))
+        source, variables = made[epochs]
+        directory = tmp_path / "backup"
+        shutil.copytree(source, directory)
+        return directory, variables
+
+    return get
+
+
+def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(uninterrupted, checkpoints,
+                                                               tmp_path):
     full_variables, full_history = uninterrupted
-    directory = tmp_path / "backup"
-    first = AtomicBackupAndRestore(directory, fingerprint={"run": 1}, delete_checkpoint=False)
-    _fit(_model(), first, 0, 2)  # "killed" after two epochs
+    directory, _ = checkpoints(2, tmp_path)  # "killed" after two epochs
     state = json.loads((directory / "state.json").read_text())
     assert state["epoch"] == 2 and len(state["history"]["loss"]) == 2
     assert sorted(os.listdir(directory)) == ["epoch-2.weights.h5", "state.json"]
     assert len(state["seed_states"]) == 2  # one generator per layer, not in the .h5
 
     model = _model()  # a fresh process would build the same model from the seed
-    again = AtomicBackupAndRestore(directory, fingerprint={"run": 1})
+    again = AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT)
     assert again.restored_epoch() == 2
     history = _fit(model, again, again.restored_epoch(), EPOCHS)
     assert history.epoch == [2, 3]
@@ -78,27 +105,24 @@ def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(uninterrupted, tmp
     assert merged == {k: [float(v) for v in values] for k, values in full_history.items()}
 
 
-def test_noise_state_matters_for_the_resume(uninterrupted, tmp_path):
+def test_noise_state_matters_for_the_resume(uninterrupted, checkpoints, tmp_path):
     # The control for the test above: restoring weights but not the noise
     # generators (what Keras' own BackupAndRestore does) gives another run.
     full_variables, _ = uninterrupted
-    directory = tmp_path / "backup"
-    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 2)
+    directory, _ = checkpoints(2, tmp_path)
     state = json.loads((directory / "state.json").read_text())
     state["seed_states"] = [[path, [0, 0]] for path, _ in state["seed_states"]]
     (directory / "state.json").write_text(json.dumps(state))
     model = _model()
-    _fit(model, AtomicBackupAndRestore(directory), 2, EPOCHS)
+    _fit(model, AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT), 2, EPOCHS)
     differences = [np.max(np.abs(now - full)) for now, full
                    in zip(_variables(model), full_variables) if now.dtype.kind == "f"]
     assert max(differences) > 1e-4
 
 
-def test_another_runs_checkpoint_is_refused(tmp_path):
-    directory = tmp_path / "backup"
-    _fit(_model(), AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.01},
-                                          delete_checkpoint=False), 0, 1)
-    other = AtomicBackupAndRestore(directory, fingerprint={"epochs": 4, "lr": 0.1})
+def test_another_runs_checkpoint_is_refused(checkpoints, tmp_path):
+    directory, _ = checkpoints(1, tmp_path)
+    other = AtomicBackupAndRestore(directory, fingerprint={**FINGERPRINT, "lr": 0.1})
     with pytest.raises(ValueError,
                        match=r"other data/arguments \(differs in: lr \(0.01 then, 0.1 now\)\)"):
         other.restored_epoch()
@@ -109,9 +133,8 @@ def test_another_runs_checkpoint_is_refused(tmp_path):
     ("delete_weights", "names a missing weights file"),
     ("garbage_weights", "does not fit this model"),
 ])
-def test_a_damaged_checkpoint_gives_a_clear_error(tmp_path, damage, message):
-    directory = tmp_path / "backup"
-    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+def test_a_damaged_checkpoint_gives_a_clear_error(checkpoints, tmp_path, damage, message):
+    directory, _ = checkpoints(1, tmp_path)
     weights = directory / "epoch-1.weights.h5"
     if damage == "truncate_state":
         text = (directory / "state.json").read_text()
@@ -121,41 +144,37 @@ def test_a_damaged_checkpoint_gives_a_clear_error(tmp_path, damage, message):
     else:
         weights.write_bytes(b"not an hdf5 file")
     with pytest.raises(ValueError, match=message):
-        _fit(_model(), AtomicBackupAndRestore(directory), 1, 2)
+        _fit(_model(), AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT), 1, 2)
 
 
-def test_a_checkpoint_for_another_architecture_is_refused(tmp_path):
-    directory = tmp_path / "backup"
-    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+def test_a_checkpoint_for_another_architecture_is_refused(checkpoints, tmp_path):
+    directory, _ = checkpoints(1, tmp_path)
     keras.utils.set_random_seed(5)
     wider = keras.Sequential([keras.Input((4,)), DenseFlipout(16, seed=1),
                               DenseReparameterization(1, seed=2)])
     wider.compile("adam", "mse")
     with pytest.raises(ValueError, match="does not fit this model"):
-        _fit(wider, AtomicBackupAndRestore(directory), 1, 2)
+        _fit(wider, AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT), 1, 2)
 
 
-def test_leftovers_of_a_killed_save_are_ignored_and_cleaned(tmp_path):
+def test_leftovers_of_a_killed_save_are_ignored_and_cleaned(checkpoints, tmp_path):
     # A kill during a save leaves a partial file; state.json still names
     # the complete one, and the next save removes the partial one.
-    directory = tmp_path / "backup"
-    _fit(_model(), AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 1)
+    directory, _ = checkpoints(1, tmp_path)
     (directory / "partial-2.weights.h5").write_bytes(b"half a file")
     (directory / "state.json.partial").write_text("{\"epoch\": 2")
-    backup = AtomicBackupAndRestore(directory, delete_checkpoint=False)
+    backup = AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT, delete_checkpoint=False)
     assert backup.restored_epoch() == 1
     _fit(_model(), backup, 1, 2)
     assert sorted(os.listdir(directory)) == ["epoch-2.weights.h5", "state.json"]
 
 
-def test_restore_without_fit_when_every_epoch_is_done(tmp_path):
-    directory = tmp_path / "backup"
-    trained = _model()
-    _fit(trained, AtomicBackupAndRestore(directory, delete_checkpoint=False), 0, 2)
+def test_restore_without_fit_when_every_epoch_is_done(checkpoints, tmp_path):
+    directory, trained = checkpoints(2, tmp_path)
     model = _model()
-    backup = AtomicBackupAndRestore(directory)
+    backup = AtomicBackupAndRestore(directory, fingerprint=FINGERPRINT)
     assert backup.restore(model) == 2
-    for now, then in zip(_variables(model), _variables(trained)):
+    for now, then in zip(_variables(model), trained):
         np.testing.assert_array_equal(now, then)
     assert len(backup.merged_history({})["loss"]) == 2
 

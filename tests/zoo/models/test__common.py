@@ -36,6 +36,7 @@ CASES = [(name, task, kind) for name in zoo.list_models()
 MODEL_TASKS = [(name, task, zoo.get_spec(name).inputs[0]) for name in zoo.list_models()
                for task in zoo.get_spec(name).tasks]
 MLP_FAMILIES = ["bbb_mlp", "flipout_mlp", "mc_dropout_mlp"]
+KL_NUM_TRAIN = 927  # the shared builds' N: not BATCH, the N of the training tests' KLScheduler
 
 
 def _id(case):
@@ -81,10 +82,40 @@ def _call(model, x):
     return keras.ops.convert_to_numpy(model(x, training=False))
 
 
+class _Builds:
+    """Each (model, task, input kind) built once for the tests of this module.
+
+    `look(*case)` lends the model to a test that only reads it; `take(*case)`
+    hands it over to one that trains or switches it (and so is the last to
+    see it): the next test to ask gets a fresh build. A test run on its own
+    builds its own, so no test depends on another having run; run in file
+    order, the output and KL checks and a one-step training share one build.
+    """
+
+    def __init__(self):
+        self._models = {}
+
+    def look(self, name, task="regression", kind="table"):
+        key = (name, task, kind)
+        if key not in self._models:
+            self._models[key] = _build(name, task, kind, num_train=KL_NUM_TRAIN)
+        return self._models[key]
+
+    def take(self, name, task="regression", kind="table"):
+        model = self.look(name, task, kind)
+        del self._models[(name, task, kind)]
+        return model
+
+
+@pytest.fixture(scope="module")
+def builds():
+    return _Builds()
+
+
 @pytest.mark.parametrize("case", CASES, ids=_id)
-def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
+def test_builds_for_each_task_and_input_with_its_output_and_loss(case, builds):
     name, task, kind = case
-    model = _build(name, task, kind)
+    model = builds.look(name, task, kind)
     width = NUM_CLASSES if task == "classification" else 2
     if name in ("bayesian_transformer", "dvi_mlp"):  # subclassed: shapes from a call
         x, _ = _data(task, kind, n=3)
@@ -114,15 +145,29 @@ def test_builds_for_each_task_and_input_with_its_output_and_loss(case):
         3e-3 if name == "bayesian_transformer" else _common.LEARNING_RATE)
 
 
+@pytest.mark.parametrize("case", MODEL_TASKS, ids=_id)
+def test_kl_weight_is_one_over_num_train(case, builds):
+    name, task, kind = case
+    model = builds.look(name, task, kind)
+    layers = _kl_layers(model)
+    if name.startswith("mc_dropout") or name == "deep_ensemble":
+        assert layers == []
+        return
+    assert len(layers) == len(tfp_bnn.bayesian_layers(model)) >= 2
+    for layer in layers:
+        assert float(layer.kl_weight.numpy()) == pytest.approx(1 / KL_NUM_TRAIN, rel=1e-6), \
+            layer.name
+
+
 # Every (model, task) on its first input kind; the transformer on both, as its
 # pooling depends on the layout.
 TRAIN_CASES = MODEL_TASKS + [("bayesian_transformer", "regression", "sequence")]
 
 
 @pytest.mark.parametrize("case", TRAIN_CASES, ids=_id)
-def test_trains_one_step_then_round_trips_through_a_keras_file(case, tmp_path):
+def test_trains_one_step_then_round_trips_through_a_keras_file(case, tmp_path, builds):
     name, task, kind = case
-    model = _build(name, task, kind)
+    model = builds.take(name, task, kind)
     x, y = _data(task, kind, seed=1)
     # Eagerly: tracing the compiled step would take most of this test's time.
     # The compiled step runs in test_learns_a_sine.
@@ -169,19 +214,6 @@ def test_seed_fixes_the_initial_weights_and_the_first_sample(name):
         assert not np.array_equal(va.numpy(), vc.numpy()), f"{va.path} ignores the seed"
 
 
-@pytest.mark.parametrize("case", MODEL_TASKS, ids=_id)
-def test_kl_weight_is_one_over_num_train(case):
-    name, task, kind = case
-    model = _build(name, task, kind, num_train=927)
-    layers = _kl_layers(model)
-    if name.startswith("mc_dropout") or name == "deep_ensemble":
-        assert layers == []
-        return
-    assert len(layers) == len(tfp_bnn.bayesian_layers(model)) >= 2
-    for layer in layers:
-        assert float(layer.kl_weight.numpy()) == pytest.approx(1 / 927, rel=1e-6), layer.name
-
-
 def _units(model, kinds):
     return [layer.units for layer in model.layers if isinstance(layer, kinds)]
 
@@ -191,12 +223,12 @@ def _units(model, kinds):
                                          ("mc_dropout_mlp", keras.layers.Dense),
                                          ("node_bnn", NodeDense)])
 @pytest.mark.parametrize("task", ["regression", "classification"])
-def test_mlp_widths_follow_the_protocol(family, cls, task):
+def test_mlp_widths_follow_the_protocol(family, cls, task, builds):
     head = [NUM_CLASSES] if task == "classification" else [1]
     hidden = list(_common.REGRESSION_UNITS if task == "regression"
                   else _common.CLASSIFICATION_UNITS)
     assert hidden == ([50] if task == "regression" else [128, 128])
-    model = _build(family, task, "image")
+    model = builds.look(family, task, "image")
     assert _units(model, cls) == hidden + head
     activations = [layer.activation.__name__ for layer in model.layers if isinstance(layer, cls)]
     assert activations == ["relu"] * len(hidden) + ["linear"]

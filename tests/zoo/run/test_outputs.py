@@ -6,6 +6,8 @@ propagation pass is its predictive, `zoo.run.scoring.sampling_free`), so the exp
 models reproduce results.json up to float32 rounding, with no Monte Carlo tolerance.
 """
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -18,7 +20,9 @@ import pytest
 import tfp_bnn
 from tfp_bnn.data import UCIDataset
 from tfp_bnn.data.uci import concrete_path
+from zoo import cli
 from zoo.run import datasets
+from zoo.run import fingerprint
 from zoo.run import outputs
 from zoo.run import run_dir
 from zoo.run import runner
@@ -61,11 +65,20 @@ SCORE_RAW_ROWS = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
+    """The run directory of `python -m zoo train dvi_mlp --dataset concrete ...`.
+
+    Run in-process, as `python -m zoo` runs `sys.exit(cli.main())` (a subprocess
+    would add a TensorFlow start-up; the exported files are read back in a fresh
+    interpreter by SCORE_RAW_ROWS). It asks for the threads this process
+    already runs with, as TensorFlow's thread settings are fixed once it started.
+    """
     out = tmp_path_factory.mktemp("runs") / "dvi_concrete"
-    subprocess.run([sys.executable, "-m", "zoo", "train", "dvi_mlp", "--dataset", "concrete",
-                    "--out", str(out), "--epochs", "2", "--seed", "1", "--quiet"],
-                   check=True, cwd=ROOT, capture_output=True, text=True,
-                   env={**os.environ, "PYTHONPATH": ROOT})
+    threads = str(fingerprint.threads()["intra_op"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = cli.main(["train", "dvi_mlp", "--dataset", "concrete", "--out", str(out),
+                         "--epochs", "2", "--seed", "1", "--quiet", "--threads", threads])
+    assert code == 0, printed.getvalue()[-3000:]
     return out
 
 
