@@ -2,11 +2,14 @@
 
 import keras
 import numpy as np
+import pytest
 
 import tfp_bnn
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseLocalReparameterization
 from tfp_bnn.layers import DenseReparameterization
+
+pytestmark = pytest.mark.jax
 
 
 def _model():

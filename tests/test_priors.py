@@ -10,6 +10,7 @@ from tfp_bnn import priors
 tfd = tfp.distributions
 
 
+@pytest.mark.jax
 def test_normal_prior_log_prob_matches_closed_form():
     prior = priors.NormalPrior(loc=0.5, scale=2.0)
     w = np.linspace(-3, 3, 7).astype("float32")
@@ -29,6 +30,7 @@ def test_scale_mixture_log_prob_matches_closed_form():
     np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
+@pytest.mark.jax
 def test_whole_tensor_distribution_has_the_weight_shape_as_event():
     dist = priors.NormalPrior().distribution((3, 4))
     assert tuple(dist.event_shape) == (3, 4)
@@ -40,6 +42,7 @@ def test_whole_tensor_distribution_has_the_weight_shape_as_event():
 @pytest.mark.parametrize(
     "prior", [priors.NormalPrior(0.1, 0.3), priors.ScaleMixturePrior(0.3, 2.0, 0.05)]
 )
+@pytest.mark.jax
 def test_serialization_round_trip(prior):
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(prior))
     assert restored == prior and restored is not prior
@@ -61,11 +64,13 @@ def test_serialization_round_trip(prior):
         (lambda: priors.get(3), "prior"),
     ],
 )
+@pytest.mark.jax
 def test_invalid_arguments_name_the_argument(make, argument):
     with pytest.raises(ValueError, match=f"`{argument}`"):
         make()
 
 
+@pytest.mark.jax
 def test_get_resolves_names_and_default():
     assert priors.get(None) == priors.NormalPrior(0.0, 1.0)
     assert isinstance(priors.get("scale_mixture"), priors.ScaleMixturePrior)

@@ -28,6 +28,7 @@ def _kernel_kl(layer, m0, s0):
     return _closed_form(loc, _softplus(rho), m0, s0)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("per_weight, shape", [(True, (4, 3)), (False, ())])
 def test_variables_are_created_on_the_layer(per_weight, shape):
     layer = _layer(priors.TrainableNormalPrior(trainable_scale=True, per_weight=per_weight,
@@ -42,6 +43,7 @@ def test_variables_are_created_on_the_layer(per_weight, shape):
     assert tuple(p.event_shape) == (4, 3)
 
 
+@pytest.mark.jax
 def test_fixed_scale_adds_only_a_loc():
     layer = _layer(priors.TrainableNormalPrior())
     names = [v.path.split("/")[-1] for v in layer.trainable_variables]
@@ -94,11 +96,13 @@ def test_kl_gradient_reaches_the_prior():
     np.testing.assert_allclose(float(grad_rho), expected_rho, rtol=1e-4)
 
 
+@pytest.mark.jax
 def test_unbuilt_prior_says_what_to_do():
     with pytest.raises(ValueError, match="build"):
         priors.TrainableNormalPrior().element_distribution()
 
 
+@pytest.mark.jax
 def test_serialization_round_trip_and_registry():
     prior = priors.TrainableNormalPrior(loc_initializer=keras.initializers.Constant(0.3),
                                         scale=2.0, trainable_scale=True, per_weight=False)
@@ -114,6 +118,7 @@ def test_serialization_round_trip_and_registry():
     ({"per_weight": "yes"}, "per_weight"),
     ({"loc_initializer": "no_such_initializer"}, "loc_initializer"),
 ])
+@pytest.mark.jax
 def test_invalid_arguments_name_the_argument(kwargs, argument):
     with pytest.raises(ValueError, match=f"`{argument}`"):
         priors.TrainableNormalPrior(**kwargs)

@@ -41,6 +41,7 @@ def _diag_gaussian_kl(mu_q, sigma_q, mu_p, sigma_p):
     )
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("cls", LAYERS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("prior", [(0.0, 1.0), (0.3, 0.7)])
 def test_analytic_kl_matches_closed_form(cls, prior):
@@ -85,6 +86,7 @@ def test_mc_kl_to_scale_mixture_matches_numerical_integration():
     assert abs(draws.mean() - expected) < 5 * draws.std(ddof=1) / np.sqrt(draws.size)
 
 
+@pytest.mark.jax
 def test_mc_kl_reuses_the_forward_sample():
     """Reparameterization: log q(w) - log p(w) at the very weights that made the output."""
     layer = DenseReparameterization(1, kl_weight=1.0, kl_estimator="mc", use_bias=False, seed=0)
@@ -98,6 +100,7 @@ def test_mc_kl_reuses_the_forward_sample():
     assert float(layer.losses[0]) == pytest.approx(expected, rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.jax
 def test_kl_weight_scales_the_loss_and_the_tracker():
     layer = DenseReparameterization(4, kl_weight=0.25, seed=0)
     x = np.ones((3, 2), "float32")
@@ -125,6 +128,7 @@ def test_kl_gradient_matches_closed_form_derivative():
     np.testing.assert_allclose(g_rho, (sigma - 1 / sigma) * sig, rtol=1e-4)
 
 
+@pytest.mark.jax
 def test_kl_penalty_is_the_weighted_kl_and_is_logged_like_a_call():
     layer = DenseReparameterization(3, kl_weight=0.25, seed=0)
     layer(np.ones((2, 4), "float32"))

@@ -6,6 +6,8 @@ import pytest
 from tests.layers import batteries
 from tfp_bnn.layers import DenseFlipout
 
+pytestmark = pytest.mark.jax
+
 
 @pytest.mark.parametrize("extra", batteries.DENSE_SETTINGS)
 def test_standard_battery(extra):

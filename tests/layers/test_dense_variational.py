@@ -66,16 +66,20 @@ def full_covariance_layer():
 
 # -- the standard battery -------------------------------------------------------
 
+# Marked `jax`: the cases that run on both backends (FullCovarianceNormal is
+# TensorFlow only so far).
 @pytest.mark.parametrize("kwargs, input_shape", [
-    ({"units": 3, "kl_weight": 0.01}, (8, 4)),
+    pytest.param({"units": 3, "kl_weight": 0.01}, (8, 4), marks=pytest.mark.jax),
     ({"units": 2, "kl_weight": 0.01, "posterior": posteriors.FullCovarianceNormal(),
       "prior": priors.TrainableNormalPrior(trainable_scale=True), "kl_use_exact": True}, (8, 4)),
-    ({"units": 3, "kl_weight": 0.01, "use_bias": False, "activation": "relu"}, (4, 2, 5)),
+    pytest.param({"units": 3, "kl_weight": 0.01, "use_bias": False, "activation": "relu"},
+                 (4, 2, 5), marks=pytest.mark.jax),
 ], ids=["mean_field", "full_covariance_trainable_prior", "no_bias_rank3"])
 def test_standard_layer_checks(kwargs, input_shape):
     run_bayesian_layer_test(DenseVariational, kwargs, input_shape)
 
 
+@pytest.mark.jax
 def test_mixed_precision_keeps_the_kl_in_float32(mixed_float16):
     layer = DenseVariational(UNITS, posterior="full_covariance_normal",
                              prior="trainable_normal", kl_weight=1.0, seed=0)
@@ -85,6 +89,7 @@ def test_mixed_precision_keeps_the_kl_in_float32(mixed_float16):
     assert all(v.dtype == "float32" for v in layer.trainable_variables)
 
 
+@pytest.mark.jax
 def test_keras_run_layer_test():
     """Keras 3's own harness (no expected output: the layer is stochastic)."""
     testing.TestCase().run_layer_test(
@@ -100,6 +105,7 @@ def test_keras_run_layer_test():
     )
 
 
+@pytest.mark.jax
 def test_config_says_kl_use_exact_and_round_trips():
     layer = DenseVariational(4, posterior="full_covariance_normal", prior="trainable_normal",
                              kl_use_exact=True, use_bias=False, activation="relu")
@@ -121,11 +127,13 @@ def test_config_says_kl_use_exact_and_round_trips():
     (lambda: DenseVariational(0), "units"),
     (lambda: DenseFlipout(2, posterior=posteriors.FullCovarianceNormal()), "location-scale"),
 ])
+@pytest.mark.jax
 def test_bad_arguments_are_named(make, argument):
     with pytest.raises(ValueError, match=argument):
         make()
 
 
+@pytest.mark.jax
 def test_tfp_positional_builders_are_refused_with_the_objects_to_write():
     pytest.importorskip("tf_keras")  # TFP's builders are tf_keras models
     from tests.integration import tfp_builders  # noqa: PLC0415 - after the skip
@@ -145,13 +153,14 @@ def test_tfp_positional_builders_are_refused_with_the_objects_to_write():
 
 # -- one weight vector per call ---------------------------------------------------
 
+@pytest.mark.jax
 def test_one_sample_per_call_splits_into_kernel_and_bias():
     """Rows [0; I] of one call read out w = [kernel, bias]: the batch shares it."""
     layer = DenseVariational(UNITS, kl_weight=1.0, seed=0)
     layer.build((None, INPUT_DIM))
     layer.kernel_params[1].assign(np.full(SIZE, 0.0, "float32"))  # sigma = 0.69: visible noise
     x = np.concatenate([np.zeros((1, INPUT_DIM)), np.eye(INPUT_DIM)]).astype("float32")
-    y = layer(x, training=True).numpy()
+    y = keras.ops.convert_to_numpy(layer(x, training=True))
     bias = y[0]
     kernel = y[1:] - bias
     w = np.concatenate([kernel.ravel(), bias])
@@ -181,6 +190,7 @@ def test_mean_mode_gives_posterior_mean_outputs():
     assert not np.allclose(layer(x).numpy(), expected)
 
 
+@pytest.mark.jax
 def test_kl_weight_is_a_variable_the_scheduler_finds():
     model = keras.Sequential([keras.Input((INPUT_DIM,)), DenseVariational(UNITS,
                                                                           kl_use_exact=True)])
@@ -191,6 +201,7 @@ def test_kl_weight_is_a_variable_the_scheduler_finds():
                                0.25 * float(model.layers[0].kl_divergence()), rtol=1e-6)
 
 
+@pytest.mark.jax
 def test_posterior_moments_split_the_joint_vector():
     layer = DenseVariational(UNITS, kl_weight=1.0, seed=2)
     layer.build((None, INPUT_DIM))

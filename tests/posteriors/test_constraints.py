@@ -13,12 +13,14 @@ def test_clips_to_the_interval_in_the_weights_dtype():
     assert keras.backend.standardize_dtype(clipped.dtype) == "float64"
 
 
+@pytest.mark.jax
 def test_round_trips_through_keras_constraints():
     restored = keras.constraints.deserialize(keras.constraints.serialize(ClipValue(-2.0, 1.0)))
     assert isinstance(restored, ClipValue)
     assert (restored.min_value, restored.max_value) == (-2.0, 1.0)
 
 
+@pytest.mark.jax
 def test_an_empty_interval_names_the_argument():
     with pytest.raises(ValueError, match="`max_value` must be"):
         ClipValue(1.0, 0.0)

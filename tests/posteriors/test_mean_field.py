@@ -17,6 +17,7 @@ def _built_layer(**kwargs):
     return layer
 
 
+@pytest.mark.jax
 def test_sigma_is_softplus_rho():
     layer = _built_layer(kl_weight=1.0)
     loc, rho = layer.kernel_params
@@ -27,6 +28,7 @@ def test_sigma_is_softplus_rho():
     np.testing.assert_allclose(q.mean(), loc.numpy())
 
 
+@pytest.mark.jax
 def test_initialisation_is_close_to_a_point_mass():
     layer = _built_layer(kl_weight=1.0, seed=0)
     rho = layer.kernel_params[1].numpy()
@@ -37,6 +39,7 @@ def test_initialisation_is_close_to_a_point_mass():
     assert sigma.max() < 0.07
 
 
+@pytest.mark.jax
 def test_sample_has_posterior_moments():
     layer = _built_layer(kl_weight=1.0, seed=1)
     post = layer.posterior
@@ -55,6 +58,7 @@ def test_sample_has_posterior_moments():
     assert abs(z.var() - 1.0) < 5 * np.sqrt(2.0 / n)
 
 
+@pytest.mark.jax
 def test_zero_noise_scale_returns_the_mean():
     layer = _built_layer(kl_weight=1.0)
     w = layer.posterior.sample(layer.posterior.prepare(layer.kernel_params),
@@ -63,6 +67,7 @@ def test_zero_noise_scale_returns_the_mean():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), layer.kernel_params[0].numpy())
 
 
+@pytest.mark.jax
 def test_serialization_round_trip():
     post = posteriors.MeanFieldNormal(rho_init=-5.0, rho_init_stddev=0.0)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(post))
@@ -84,6 +89,7 @@ def test_serialization_round_trip():
          "untransformed_scale_constraint"),
     ],
 )
+@pytest.mark.jax
 def test_invalid_arguments_name_the_argument(make, argument):
     with pytest.raises(ValueError, match=f"`{argument}`"):
         make()
@@ -96,6 +102,7 @@ def _clipped_posterior(**kwargs):
         untransformed_scale_constraint=posteriors.ClipValue(-1000.0, -2.0), **kwargs)
 
 
+@pytest.mark.jax
 def test_untransformed_scale_constraint_clips_rho_after_an_optimizer_step():
     model = keras.Sequential([keras.Input((4,)), DenseReparameterization(
         3, posterior=_clipped_posterior(), kl_weight=1e-3, seed=0)])
@@ -107,6 +114,7 @@ def test_untransformed_scale_constraint_clips_rho_after_an_optimizer_step():
     assert np.all(np.abs(loc.numpy()) < 2.0) and not np.allclose(loc.numpy(), -2.0)
 
 
+@pytest.mark.jax
 def test_untransformed_scale_initializer_and_regularizer_act_on_rho():
     layer = DenseReparameterization(3, posterior=posteriors.MeanFieldNormal(
         untransformed_scale_initializer=keras.initializers.Constant(-5.0),
@@ -117,6 +125,7 @@ def test_untransformed_scale_initializer_and_regularizer_act_on_rho():
     np.testing.assert_allclose(sum(float(x) for x in layer.losses), 0.1 * 25.0 * 12, rtol=1e-6)
 
 
+@pytest.mark.jax
 def test_tfp_arguments_round_trip_through_a_layer_config():
     post = _clipped_posterior(
         untransformed_scale_initializer=keras.initializers.RandomNormal(-9.0, 0.1),

@@ -1,4 +1,4 @@
-"""The variational Dense layers on every supported Keras backend.
+"""The variational Dense family (`BayesianDenseBase`) on every supported Keras backend.
 
 Each test runs unchanged on TensorFlow and on JAX (`KERAS_BACKEND=jax`): Keras'
 own `run_layer_test`, a Flipout MLP that learns with `fit`, the KL entering
