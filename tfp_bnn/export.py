@@ -24,11 +24,15 @@ to the target's units (`tfp_bnn.layers.TargetScaling`), so its `.keras` file
 and the `serve(x_raw, num_samples)` of `export_predictive(wrapped, ...)` take
 raw rows and return the mean, standard deviation and variances in the data's
 units. `python -m zoo train` exports its models this way.
+
+SavedModels are a TensorFlow-backend feature: on JAX both functions raise
+at once, naming the way across (a `.keras` file loaded under TensorFlow).
 """
 
 import keras
 import tensorflow as tf
 
+from tfp_bnn import _backend
 from tfp_bnn import _keras_internals
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
@@ -45,6 +49,15 @@ from tfp_bnn.predict.limits import check_draws
 from tfp_bnn.predict.limits import check_multiple
 
 TASKS = _predictive.TASKS
+
+
+def _require_tensorflow_backend(name):
+    """SavedModels trace the layers into TensorFlow graphs: TensorFlow backend only."""
+    if _backend.is_jax():
+        raise RuntimeError(
+            f"tfp_bnn.export.{name} writes a TensorFlow SavedModel and runs on Keras' "
+            "TensorFlow backend only; on JAX save the model with model.save('model.keras') "
+            "and export it from a process with KERAS_BACKEND=tensorflow.")
 
 
 def _input_signature(model):
@@ -86,6 +99,7 @@ def export_saved_model(model, path, input_signature=None):
     >>> served.serve_mean(x).shape   # deterministic: the posterior means
     TensorShape([2, 3])
     """
+    _require_tensorflow_backend("export_saved_model")
     engine.check_model(model)
     target = check_new_path(path)
     signature = input_signature or _input_signature(model)
@@ -292,6 +306,7 @@ def export_predictive(model, path, task="regression", output=None, noise_varianc
     >>> served.serve(x, tf.constant(100))["mutual_information"].shape
     TensorShape([2])
     """
+    _require_tensorflow_backend("export_predictive")
     output, noise_variance, samples_per_call, target = _check_export_args(
         model, path, task, output, noise_variance, samples_per_call)
     signature = list(input_signature or _input_signature(model))
