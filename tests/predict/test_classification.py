@@ -80,6 +80,7 @@ def test_extreme_logits_stay_finite():
     assert np.isfinite(pred.nll([2]))
 
 
+@pytest.mark.jax
 def test_classification_of_a_model_streams_the_same_numbers():
     model = keras.Sequential([keras.Input((4,)),
                               DenseFlipout(8, activation="relu", kl_weight=0.0, seed=0),
@@ -122,6 +123,7 @@ def test_bad_samples(samples, output, message):
         ClassificationPrediction.from_samples(samples, output=output)
 
 
+@pytest.mark.jax
 def test_probabilities_output_of_a_logit_model_is_rejected():
     model = keras.Sequential([keras.Input((2,)), DenseFlipout(3, kl_weight=0.0, seed=0)])
     x = np.full((2, 2), 5.0, "float32")

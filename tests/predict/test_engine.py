@@ -67,6 +67,7 @@ def _assert_moments(samples, mean, variance, num_samples):
                                  5 * variance * np.sqrt(2 / (num_samples - 1)))
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("cls", DENSE, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("bayesian_bias", [False, True], ids=["bias", "bayesian_bias"])
 def test_dense_predictive_matches_closed_form(cls, bayesian_bias):
@@ -81,6 +82,7 @@ def test_dense_predictive_matches_closed_form(cls, bayesian_bias):
 
 @pytest.mark.parametrize("cls", [Conv2DReparameterization, Conv2DFlipout],
                          ids=lambda c: c.__name__)
+@pytest.mark.jax
 def test_conv_predictive_matches_closed_form(cls):
     layer = cls(2, 3, kl_weight=0.0, seed=3)
     model = keras.Sequential([keras.Input((4, 4, 2)), layer])
@@ -102,6 +104,7 @@ def test_conv_predictive_matches_closed_form(cls):
 
 @pytest.mark.parametrize("cls", [DenseReparameterization, DenseFlipout],
                          ids=lambda c: c.__name__)
+@pytest.mark.jax
 def test_one_network_per_sample_across_input_chunks(cls):
     """Sample t is one network for every input: y(2x) = 2 y(x) without bias."""
     layer = cls(2, use_bias=False, kl_weight=0.0, seed=0)
@@ -115,6 +118,7 @@ def test_one_network_per_sample_across_input_chunks(cls):
     assert np.all(np.abs(np.diff(samples[:, 0, 0])) > 0)
 
 
+@pytest.mark.jax
 def test_samples_are_uncorrelated_across_t():
     model, *_ = _linear_model(DenseFlipout)
     samples = tfp_bnn.predict.sample(model, _inputs(n=1), num_samples=T)[:, 0, 0]
@@ -133,6 +137,7 @@ class _CallCounter(keras.layers.Layer):
         return inputs
 
 
+@pytest.mark.jax
 def test_no_python_loop_over_samples():
     _CallCounter.calls = 0
     model = keras.Sequential([keras.Input((3,)), _CallCounter(), DenseFlipout(2, kl_weight=0.0)])
@@ -181,6 +186,7 @@ def test_mean_mode_gives_equal_samples():
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.jax
 def test_rank3_inputs_and_multi_input_models():
     inputs = [keras.Input((2, 3)), keras.Input((2, 3))]
     merged = keras.layers.Concatenate()(inputs)
@@ -197,6 +203,7 @@ def test_rank3_inputs_and_multi_input_models():
                                                              samples["a"].shape), atol=1e-5)
 
 
+@pytest.mark.jax
 def test_seeded_layers_give_reproducible_predictions():
     x = _inputs()
     first = tfp_bnn.predict.sample(_linear_model(DenseFlipout, seed=4)[0], x, 10)
@@ -204,6 +211,7 @@ def test_seeded_layers_give_reproducible_predictions():
     np.testing.assert_array_equal(first, second)
 
 
+@pytest.mark.jax
 def test_jit_compiled_calls_agree_in_distribution():
     model, loc, sigma, b_loc, _ = _linear_model(DenseReparameterization)
     x = _inputs()
@@ -239,6 +247,7 @@ def test_huge_sample_counts_are_refused_before_any_work():
         limits.check_storage((10**6, 10**9), np.float64, "The sampled means")
 
 
+@pytest.mark.jax
 def test_chunks_yield_every_sample_of_every_input_once():
     model, *_ = _linear_model(DenseFlipout)
 
@@ -258,6 +267,7 @@ def test_chunks_yield_every_sample_of_every_input_once():
     lambda m, x: tfp_bnn.predict.regression(m, x, 3),
     lambda m, x: tfp_bnn.predict.classification(m, x, 3),
 ], ids=["sample", "regression", "classification"])
+@pytest.mark.jax
 def test_inputs_are_checked_once_per_prediction(predict, monkeypatch):
 
     calls = []

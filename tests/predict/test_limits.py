@@ -66,6 +66,7 @@ def test_distribution_results_too_large_are_refused_up_front():
                              r"1000000, 1\) would need")
 
 
+@pytest.mark.jax
 def test_static_output_size_enters_the_up_front_check(monkeypatch):
     """2 copies * T * N * D float64 values with D read from the model's output shape."""
     model = _model(units=64)
@@ -117,6 +118,7 @@ def test_too_many_kept_distributions_are_refused():
         rf"over the limit of {MAX_KEPT_CALLS:,}")
 
 
+@pytest.mark.jax
 def test_huge_samples_per_call_and_batch_size_are_clamped():
     """To num_samples and to N: one call of 5 * 8 rows, and correct results."""
     model = _model()

@@ -12,6 +12,8 @@ import pytest
 import tfp_bnn
 from tfp_bnn.layers import DenseReparameterization
 
+pytestmark = pytest.mark.jax
+
 
 def test_regression_from_a_model_with_known_predictive():
     """mean = x @ mu + b; epistemic = x^2 @ sigma^2; aleatoric = exp(s) (fixed head)."""
