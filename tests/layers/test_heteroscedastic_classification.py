@@ -11,6 +11,8 @@ import tfp_bnn
 from tfp_bnn import priors
 from tfp_bnn.layers.heteroscedastic_classification import HeteroscedasticClassification
 
+pytestmark = pytest.mark.jax
+
 SCCE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -70,7 +72,6 @@ def _binary_moments(d, tau):
     return mean, (g**2) @ weights - mean**2
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("return_logit_moments", [False, True])
 @pytest.mark.parametrize("input_shape", [(5, 4), (2, 3, 4)])
 def test_output_shapes(input_shape, return_logit_moments):
@@ -87,7 +88,6 @@ def test_output_shapes(input_shape, return_logit_moments):
         np.testing.assert_array_equal(out, _numpy(head.projection_layer(x)))
 
 
-@pytest.mark.jax
 def test_outputs_are_log_probabilities_and_the_documented_loss():
     head = HeteroscedasticClassification(5, num_samples=20, seed=1,
                                          bias_initializer=keras.initializers.Constant(0.5))
@@ -101,7 +101,6 @@ def test_outputs_are_log_probabilities_and_the_documented_loss():
                                rtol=1e-5)
 
 
-@pytest.mark.jax
 def test_vanishing_variance_gives_log_softmax_of_the_mean_logits():
     f = _x((16, 4), 3) * 4.0
     head = _moment_head(4, num_samples=10)
@@ -109,7 +108,6 @@ def test_vanishing_variance_gives_log_softmax_of_the_mean_logits():
     np.testing.assert_allclose(out, _log_softmax(f), atol=2e-6)
 
 
-@pytest.mark.jax
 def test_calls_draw_fresh_seeded_noise():
     moments = np.float32([[1.0, -0.5, 0.0, 0.0]])
     a, b = _moment_head(2, 5, seed=7), _moment_head(2, 5, seed=7)
@@ -120,7 +118,6 @@ def test_calls_draw_fresh_seeded_noise():
     np.testing.assert_array_equal(_numpy(b(moments, training=False)), second)
 
 
-@pytest.mark.jax
 def test_binary_monte_carlo_average_matches_the_integral():
     """Each output is a mean of T i.i.d. draws of sigmoid(d + tau z): within 5 SE."""
     num_samples = 400
@@ -136,7 +133,6 @@ def test_binary_monte_carlo_average_matches_the_integral():
     assert np.all(np.abs(np.exp(out[:, 0]) - mean) < 5 * standard_error + 1e-6)
 
 
-@pytest.mark.jax
 def test_copies_stacked_on_the_batch_axis_are_independent_samples():
     """What a tiling Monte Carlo routine relies on: per-row noise.
 
@@ -154,7 +150,6 @@ def test_copies_stacked_on_the_batch_axis_are_independent_samples():
     assert abs(estimate - mean[0]) < 5 * math.sqrt(var[0] / (copies * num_samples))
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("d", [0.5, 1.0, 2.0, 4.0, 8.0])
 def test_large_variance_flattens_two_class_probabilities(d):
     """For two classes E[sigmoid(d + tau z)] lies in [1/2, sigmoid(d)] for d > 0.
@@ -175,7 +170,6 @@ def test_large_variance_flattens_two_class_probabilities(d):
     assert _entropy(np.exp(out)) > _entropy([softmax_f, 1.0 - softmax_f])
 
 
-@pytest.mark.jax
 def test_very_large_equal_variance_tends_to_uniform():
     """With sigma >> spread of f the noise decides the class: nearly uniform."""
     f = np.float32([4.0, 1.0, 0.0, -1.0, -3.0])
@@ -185,7 +179,6 @@ def test_very_large_equal_variance_tends_to_uniform():
     assert _entropy(np.exp(_log_softmax(f))) < 0.5 * math.log(5)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("log_var", [-50.0, 50.0])
 def test_extreme_logits_and_variances_are_finite_with_finite_gradients(log_var):
     f = np.float32([[1e3, -1e3, 0.0], [-1e3, 999.0, 1e3], [1e3, 1e3, -1e3]])
@@ -203,7 +196,6 @@ def test_extreme_logits_and_variances_are_finite_with_finite_gradients(log_var):
         assert np.all(np.isfinite(grad))
 
 
-@pytest.mark.jax
 def test_noise_helps_misclassified_and_hurts_confident_correct_examples():
     """The sign of d loss / d s that makes the loss learn aleatoric noise.
 
@@ -225,7 +217,6 @@ def test_noise_helps_misclassified_and_hurts_confident_correct_examples():
     assert grad_s[0] > 0.02 and grad_s[1] < -0.3, grad_s
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_fit_changes_weights(jit_compile):
     head = HeteroscedasticClassification(3, num_samples=16, seed=0)
@@ -243,7 +234,6 @@ def test_fit_changes_weights(jit_compile):
     assert not np.array_equal(state, head.seed_generator.state.numpy())
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -265,8 +255,7 @@ def test_config_round_trip(kwargs):
     assert clone.projection_layer.get_config() == head.projection_layer.get_config()
 
 
-# The Flipout projection runs on JAX with the variational core; the dense one already does.
-@pytest.mark.parametrize("projection", [pytest.param("dense", marks=pytest.mark.jax),
+@pytest.mark.parametrize("projection", ["dense",
                                         "flipout"])
 def test_keras_file_round_trip(projection, tmp_path):
     extra = {"kl_weight": 1e-3} if projection == "flipout" else {}
@@ -303,7 +292,6 @@ def test_flipout_kl_appears_once_in_the_model_losses():
     np.testing.assert_allclose(float(model.losses[0]), expected, rtol=1e-5)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs, argument",
     [

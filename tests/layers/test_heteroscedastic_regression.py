@@ -15,6 +15,8 @@ from tfp_bnn.layers.heteroscedastic_regression import split_mean_log_variance
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.losses import gaussian_nll
 
+pytestmark = pytest.mark.jax
+
 
 def _x(shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype("float32")
@@ -26,7 +28,6 @@ def _model(head, features=3):
     )
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("units", [1, 3])
 @pytest.mark.parametrize("input_shape", [(5, 4), (2, 3, 4)])
 def test_output_shape_and_layout(units, input_shape):
@@ -45,7 +46,6 @@ def test_output_shape_and_layout(units, input_shape):
     np.testing.assert_array_equal(log_var, raw[..., units:])
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -79,8 +79,7 @@ def _fit_one_step(model, x, y):
         assert not np.array_equal(old, var.numpy()), f"{var.path} did not change"
 
 
-# The Flipout projection runs on JAX with the variational core; the dense one already does.
-@pytest.mark.parametrize("projection", [pytest.param("dense", marks=pytest.mark.jax),
+@pytest.mark.parametrize("projection", ["dense",
                                         "flipout"])
 def test_fit_step_then_keras_file_round_trip(projection, tmp_path):
     extra = {"kl_weight": 1e-3, "seed": 3} if projection == "flipout" else {}
@@ -118,7 +117,6 @@ def test_flipout_kl_reaches_the_model_losses_and_the_fitted_objective():
     np.testing.assert_allclose(evaluated["loss"], nll + expected_kl, rtol=1e-5)
 
 
-@pytest.mark.jax
 def test_learns_noise_that_grows_with_abs_x():
     """y = x + eps * (0.1 + |x|): sigma is 0.1 at x = 0 and 2.1 at |x| = 2.
 
@@ -149,7 +147,6 @@ def test_learns_noise_that_grows_with_abs_x():
     assert min(sigma[0], sigma[2]) > 4.0 * sigma[1], sigma
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "low, high", [(-4.0, 2.0), (-4.0, None), (None, 2.0)], ids=["both", "min", "max"]
 )
@@ -180,7 +177,6 @@ def test_bounds_keep_log_variance_inside(low, high):
     np.testing.assert_allclose(s[1:-1], expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("log_var", [-50.0, 50.0])
 def test_extreme_log_variance_gives_finite_loss_and_gradients(log_var):
     head = HeteroscedasticRegression(1, kernel_initializer="zeros",
@@ -197,7 +193,6 @@ def test_extreme_log_variance_gives_finite_loss_and_gradients(log_var):
         assert np.any(grad != 0)
 
 
-@pytest.mark.jax
 def test_gaussian_nll_applies_per_output_to_the_stacked_split():
     units = 3
     head = HeteroscedasticRegression(units)
@@ -219,13 +214,11 @@ def test_gaussian_nll_applies_per_output_to_the_stacked_split():
     )
 
 
-@pytest.mark.jax
 def test_split_rejects_an_odd_last_axis():
     with pytest.raises(ValueError, match="even"):
         split_mean_log_variance(np.zeros((2, 3), "float32"))
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs, argument",
     [
@@ -262,7 +255,6 @@ def _softplus64(r):
     return np.logaddexp(0.0, np.asarray(r, np.float64))
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("low, high", [(None, None), (-8.0, None), (None, 3.0)],
                          ids=["default", "min", "max"])
 def test_scale_parameterization_is_the_documented_map_and_finite(low, high):
@@ -285,7 +277,6 @@ def test_scale_parameterization_is_the_documented_map_and_finite(low, high):
         assert np.all(out[:, 1] <= high)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("projection", ["dense", "flipout"])
 def test_noise_columns_start_at_zero_only_for_the_scale_parameterization(projection):
     def kernel(head):
@@ -300,7 +291,6 @@ def test_noise_columns_start_at_zero_only_for_the_scale_parameterization(project
     assert np.all(raw != 0)
 
 
-@pytest.mark.jax
 def test_configs_without_parameterization_load_as_log_variance():
     head = HeteroscedasticRegression(1)
     config = head.get_config()
@@ -319,8 +309,7 @@ def raw_concrete():
     return x, y
 
 
-# The Flipout projection runs on JAX with the variational core; the dense one already does.
-@pytest.mark.parametrize("projection", [pytest.param("dense", marks=pytest.mark.jax),
+@pytest.mark.parametrize("projection", ["dense",
                                         "flipout"])
 def test_trains_on_unstandardized_data_without_nan(raw_concrete, projection):
     """Raw concrete, as tutorials feed it; s = r (the old default) overflowed here.
@@ -348,7 +337,6 @@ def test_trains_on_unstandardized_data_without_nan(raw_concrete, projection):
         assert loss[-1] < 10.0, loss
 
 
-@pytest.mark.jax
 def test_mixed_float16_head_is_finite_for_large_finite_inputs(mixed_float16):
     head = HeteroscedasticRegression(1, kernel_initializer="ones")
     x = np.full((4, 64), 6e4, "float16")  # finite in float16; sums are 3.8e6

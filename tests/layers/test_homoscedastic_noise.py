@@ -11,17 +11,17 @@ import tfp_bnn
 from tfp_bnn.layers.homoscedastic_noise import HomoscedasticNoise
 from tfp_bnn.losses import GaussianNLL
 
+pytestmark = pytest.mark.jax
+
 
 def _x(shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype("float32")
 
 
-@pytest.mark.jax
 def test_exported_from_the_layers_package():
     assert tfp_bnn.layers.HomoscedasticNoise is HomoscedasticNoise
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("input_shape", [(5, 1), (4, 3), (2, 3, 2)])
 def test_output_is_the_means_then_s_broadcast(input_shape):
     units = input_shape[-1]
@@ -37,7 +37,6 @@ def test_output_is_the_means_then_s_broadcast(input_shape):
     np.testing.assert_array_equal(out[..., units:], np.broadcast_to(s, input_shape))
 
 
-@pytest.mark.jax
 def test_starts_at_the_initial_log_variance():
     layer = HomoscedasticNoise(initial_log_variance=-2)
     out = keras.ops.convert_to_numpy(layer(_x((3, 2))))
@@ -45,7 +44,6 @@ def test_starts_at_the_initial_log_variance():
     assert HomoscedasticNoise().initial_log_variance == 0.0
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("input_shape", [(None, 1), (7, 3), (None, 5, 2)])
 def test_shape_inference(input_shape):
     layer = HomoscedasticNoise()
@@ -60,7 +58,6 @@ def test_shape_inference(input_shape):
     assert layer.compute_output_shape((None, None)) == (None, None)
 
 
-@pytest.mark.jax
 def test_one_trainable_log_variance_per_output():
     layer = HomoscedasticNoise()
     layer.build((None, 3))
@@ -72,7 +69,6 @@ def test_one_trainable_log_variance_per_output():
     assert frozen.trainable_weights == []
 
 
-@pytest.mark.jax
 def test_gradient_of_the_nll_reaches_the_log_variance():
     # GaussianNLL at s: d/ds mean(0.5 s + 0.5 r^2 exp(-s)) = 0.5 (1 - mean(r^2) exp(-s)).
     # At s = 1.5 the two terms are far from cancelling (mean r^2 ~ 2).
@@ -86,7 +82,6 @@ def test_gradient_of_the_nll_reaches_the_log_variance():
     np.testing.assert_allclose(grad, [expected], rtol=1e-5)
 
 
-@pytest.mark.jax
 def test_mixed_precision_keeps_the_variable_in_float32():
     layer = HomoscedasticNoise(initial_log_variance=-1.0, dtype="mixed_float16")
     out = layer(_x((4, 2)))
@@ -95,7 +90,6 @@ def test_mixed_precision_keeps_the_variable_in_float32():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(out)[:, 2:], -1.0)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("kwargs", [{}, {"initial_log_variance": -3.25, "name": "noise"},
                                     {"initial_log_variance": 2, "trainable": False}])
 def test_config_round_trip(kwargs):
@@ -107,7 +101,6 @@ def test_config_round_trip(kwargs):
     assert clone.trainable == kwargs.get("trainable", True)
 
 
-@pytest.mark.jax
 def test_keras_file_round_trip_in_a_model(tmp_path):
     inputs = keras.Input((3,))
     outputs = HomoscedasticNoise(initial_log_variance=0.5, name="noise")(
@@ -127,7 +120,6 @@ def test_keras_file_round_trip_in_a_model(tmp_path):
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), expected)
 
 
-@pytest.mark.jax
 def test_learns_the_noise_variance_of_the_data():
     """y = x + N(0, 0.5^2): the maximum-likelihood s is log 0.25.
 
@@ -173,7 +165,6 @@ def test_the_regression_predictive_reads_s_as_the_aleatoric_variance():
     assert np.all(pred.epistemic_variance > 0)
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), "0.0", None,
                                    True, [0.0]])
 def test_bad_initial_log_variance_raises_naming_it(value):
@@ -182,7 +173,6 @@ def test_bad_initial_log_variance_raises_naming_it(value):
     assert repr(value) in str(info.value)
 
 
-@pytest.mark.jax
 def test_unknown_last_dimension_raises():
     with pytest.raises(ValueError, match="known last dimension"):
         HomoscedasticNoise()(keras.Input((None,)))

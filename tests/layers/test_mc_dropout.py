@@ -14,6 +14,8 @@ from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import MCDropout
 
+pytestmark = pytest.mark.jax
+
 # Large enough that 5 binomial standard errors of the dropped fraction are
 # ~0.005 at rate 0.3 (sqrt(0.3 * 0.7 / 200_000) = 1.02e-3).
 _BIG = (400, 500)
@@ -41,7 +43,6 @@ def _kept_scale(rate, dtype="float32"):
 # --- the mask -----------------------------------------------------------------------------
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("rate", [0.3, 0.75])
 @pytest.mark.parametrize("training", [False, True])
 def test_every_output_is_zero_or_the_scaled_input(rate, training):
@@ -56,7 +57,6 @@ def test_every_output_is_zero_or_the_scaled_input(rate, training):
         np.testing.assert_array_equal(out[kept], x[kept] / np.float32(0.25))
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("training", [False, True])
 def test_dropped_fraction_matches_the_rate_and_masks_are_independent(training):
     rate, n = 0.3, _BIG[0] * _BIG[1]
@@ -72,7 +72,6 @@ def test_dropped_fraction_matches_the_rate_and_masks_are_independent(training):
     assert abs((first & second).mean() - rate**2) < _five_se(rate**2, n)
 
 
-@pytest.mark.jax
 def test_gradient_is_the_mask():
     rate = 0.4
     x = _inputs((32, 16))
@@ -90,7 +89,6 @@ def test_gradient_is_the_mask():
     np.testing.assert_array_equal(grad, np.where(kept, _kept_scale(rate), 0.0))
 
 
-@pytest.mark.jax
 def test_rate_zero_is_the_identity():
     x = _inputs((16, 8))
     layer = MCDropout(0.0, seed=4)
@@ -98,7 +96,6 @@ def test_rate_zero_is_the_identity():
         np.testing.assert_array_equal(_np(layer(x, training=training)), x)
 
 
-@pytest.mark.jax
 def test_noise_shape_shares_the_mask_along_the_none_free_axis():
     rate, (b, t, c) = 0.5, (200, 10, 16)
     x = _inputs((b, t, c))
@@ -113,7 +110,6 @@ def test_noise_shape_shares_the_mask_along_the_none_free_axis():
         np.testing.assert_array_equal(out[kept], x[kept] * _kept_scale(rate))
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("noise_shape", [(None, 1), (None, 1, 1, 1)])
 def test_noise_shape_of_the_wrong_rank_raises(noise_shape):
     layer = MCDropout(0.5, noise_shape=noise_shape)
@@ -128,7 +124,6 @@ def _dropout_model(input_shape, **kwargs):
     return keras.Sequential([keras.Input(input_shape), MCDropout(**kwargs)])
 
 
-@pytest.mark.jax
 def test_mean_mode_is_the_identity_at_inference_only():
     rate = 0.5
     x = _inputs((256, 64))
@@ -147,7 +142,6 @@ def test_mean_mode_is_the_identity_at_inference_only():
     assert (_np(model(x)) == 0).any()
 
 
-@pytest.mark.jax
 def test_mean_mode_context_and_an_already_traced_predict():
     x = _inputs((128, 32))
     model = _dropout_model((32,), rate=0.5, seed=7)
@@ -162,7 +156,6 @@ def test_mean_mode_context_and_an_already_traced_predict():
 # --- seeds --------------------------------------------------------------------------------
 
 
-@pytest.mark.jax
 def test_same_seed_same_masks_different_seed_different_masks():
     xs = [_inputs((32, 16), seed=s) for s in range(3)]
 
@@ -179,7 +172,6 @@ def test_same_seed_same_masks_different_seed_different_masks():
 # --- arguments ----------------------------------------------------------------------------
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize(
     "kwargs, name",
     [
@@ -203,7 +195,6 @@ def test_bad_arguments_raise_naming_the_argument(kwargs, name):
 # --- serialization ------------------------------------------------------------------------
 
 
-@pytest.mark.jax
 def test_config_round_trip():
     layer = MCDropout(0.25, noise_shape=(None, 1, 4), seed=9, name="drop")
     config = layer.get_config()
@@ -213,7 +204,6 @@ def test_config_round_trip():
     assert clone.get_config() == config
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("mean", [True, False])
 def test_keras_file_restores_the_layer_and_its_sampling_state(tmp_path, mean):
     x = _inputs((64, 5, 4))
@@ -237,7 +227,6 @@ def test_keras_file_restores_the_layer_and_its_sampling_state(tmp_path, mean):
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
-@pytest.mark.jax
 def test_saved_mean_mode_makes_the_loaded_layer_the_identity(tmp_path):
     x = _inputs((64, 8))
     model = _dropout_model((8,), rate=0.5, seed=12)
@@ -259,7 +248,6 @@ def _regression_data(n=64):
     return x, (x @ rng.normal(size=(4, 1))).astype("float32")
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_fit_one_epoch_changes_every_weight(jit_compile):
     x, y = _regression_data()
@@ -299,7 +287,6 @@ def test_kl_scheduler_accepts_a_model_with_mc_dropout():
 # --- mixed precision ----------------------------------------------------------------------
 
 
-@pytest.mark.jax
 def test_float16_outputs_under_mixed_precision(mixed_float16):
     rate = 0.3
     x = _inputs((256, 64), dtype="float16")
