@@ -9,6 +9,8 @@ import keras
 import numpy as np
 import pytest
 
+from tests.integration.docstring_collector import run_example
+from tests.integration.docstring_collector import sandbox  # noqa: F401 (a fixture)
 from tfp_bnn import _backend
 from tfp_bnn.predict import _jax_runner
 
@@ -105,3 +107,8 @@ def test_variables_are_read_at_every_call():
     dense.bias.assign(dense.bias.value + 1.0)
     second = runner.call(x, bases, 0, 2)
     assert not np.allclose(first, second)
+
+
+@jax_only
+def test_the_runner_docstring_example_runs(sandbox):  # noqa: F811 (the fixture)
+    run_example("tfp_bnn.predict._jax_runner.JaxMonteCarloRunner")

@@ -54,6 +54,8 @@ class JaxMonteCarloRunner:
             random numbers from `keras.random.SeedGenerator`s.
 
     Example:
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
+    ...                           keras.layers.Dropout(0.5)])
     >>> runner = JaxMonteCarloRunner(model)
     >>> bases = runner.start()                  # the generators' states, advanced once
     >>> runner.call(np.ones((5, 3), "float32"), bases, 0, 4).shape   # samples 0..3
