@@ -108,27 +108,7 @@ def main(argv=None):
             f"tfp_bnn.predict.classification(model, x, {samples})",
             lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
     }
-    variants = list(latency.values()) + list(throughput.values())
-    for variant in variants:
-        print(f"  warming up {variant.name} ...", flush=True)
-        variant.warm_up(1)
-    # Two calls per round: the first of each call is dropped by Variant.run.
-    _timing.run_round_robin(variants, args.repeats, 2, log=lambda m: print(m, flush=True))
-
-    _timing.print_report(
-        [(f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
-          latency, "loop"),
-         (f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
-          throughput, "floor")],
-        [("ratio loop of predict / tfp_bnn.predict.sample [latency]",
-          latency["loop"], latency["sample"], (">=", 10)),
-         ("ratio loop of predict / exported serve [latency]",
-          latency["loop"], latency["served"], (">=", 10)),
-         ("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
-          throughput["sample"], throughput["floor"], ("<=", 2.0)),
-         ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
-          throughput["classification"], throughput["floor"], ("<=", 2.0))])
-    return 0
+    return _measure_and_report(latency, throughput, args)
 
 
 def main_jax(args):
@@ -171,22 +151,36 @@ def main_jax(args):
             f"tfp_bnn.predict.classification(model, x, {samples})",
             lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
     }
+    return _measure_and_report(latency, throughput, args)
+
+
+def _measure_and_report(latency, throughput, args):
+    """Warms up every variant, times them round robin, prints both tables and the ratios.
+
+    The exported-serve ratio is printed when `latency` has a "served" variant
+    (TensorFlow only).
+    """
     variants = list(latency.values()) + list(throughput.values())
     for variant in variants:
         print(f"  warming up {variant.name} ...", flush=True)
         variant.warm_up(1)
+    # Two calls per round: the first of each call is dropped by Variant.run.
     _timing.run_round_robin(variants, args.repeats, 2, log=lambda m: print(m, flush=True))
+    ratios = [("ratio loop of predict / tfp_bnn.predict.sample [latency]",
+               latency["loop"], latency["sample"], (">=", 10))]
+    if "served" in latency:
+        ratios.append(("ratio loop of predict / exported serve [latency]",
+                       latency["loop"], latency["served"], (">=", 10)))
+    ratios += [("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
+                throughput["sample"], throughput["floor"], ("<=", 2.0)),
+               ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
+                throughput["classification"], throughput["floor"], ("<=", 2.0))]
     _timing.print_report(
         [(f"(a) latency, one batch of {args.latency_batch} inputs; median per prediction",
           latency, "loop"),
          (f"(b) throughput, {args.throughput_inputs} inputs; median per prediction",
           throughput, "floor")],
-        [("ratio loop of predict / tfp_bnn.predict.sample [latency]",
-          latency["loop"], latency["sample"], (">=", 10)),
-         ("ratio tfp_bnn.predict.sample / Dense floor [throughput]",
-          throughput["sample"], throughput["floor"], ("<=", 2.0)),
-         ("ratio tfp_bnn.predict.classification / Dense floor [throughput]",
-          throughput["classification"], throughput["floor"], ("<=", 2.0))])
+        ratios)
     return 0
 
 
