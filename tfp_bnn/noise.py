@@ -19,8 +19,10 @@ The same seed therefore gives the same numbers within one compilation mode,
 not across modes.
 
 On the JAX backend a seed is a JAX PRNG key (uint32 pair) split from one
-advance of the generator, and the draws are `keras.random`'s, which on JAX
-are `jax.random`'s (ThreeFry, XLA-compiled like everything JAX runs).
+advance of the generator, and the draws are `jax.random`'s (ThreeFry,
+XLA-compiled like everything JAX runs): the same numbers `keras.random`
+draws there, from a key array, which Keras' public random functions do not
+take as a seed.
 """
 
 import math
@@ -110,7 +112,11 @@ def _philox_key_counter(seed):
 def normal(shape, dtype, seed):
     """Standard normal draws of `shape` in `dtype` from an int32 seed pair."""
     if _backend.is_jax():
-        return keras.random.normal(tuple(shape), dtype=dtype, seed=_jax_key(seed))
+        import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+        # jax.random with the derived key: Keras' public random functions take
+        # an int or a SeedGenerator as seed, not a key array.
+        return jax.random.normal(_jax_key(seed), tuple(shape), dtype=dtype)
     if in_xla_context():
         u = tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0,
                                         alg="threefry")
@@ -124,7 +130,9 @@ def normal(shape, dtype, seed):
 def uniform(shape, seed):
     """float32 draws from U[0, 1) of `shape` from an int32 seed pair."""
     if _backend.is_jax():
-        return keras.random.uniform(tuple(shape), dtype="float32", seed=_jax_key(seed))
+        import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+        return jax.random.uniform(_jax_key(seed), tuple(shape), dtype="float32")
     if in_xla_context():
         return tf.random.stateless_uniform(shape, seed=seed, alg="threefry")
     key, counter = _philox_key_counter(seed)
