@@ -319,6 +319,25 @@ def test_evaluate_goes_through_the_two_hooks():
 
 
 # -- saving ------------------------------------------------------------------------------
+def test_every_seed_generator_state_is_found_by_its_name_and_nothing_else():
+    class Noisy(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.generator = keras.random.SeedGenerator(3)
+            self.tracker = keras.metrics.Mean(name="tracked")
+
+        def call(self, inputs):
+            return inputs + keras.random.normal(keras.ops.shape(inputs), seed=self.generator)
+
+    layers = [Noisy(), keras.layers.Dense(2), Noisy()]
+    model = keras.Sequential([keras.Input((2,))] + layers)
+    # Keras' own name for the state of every generator.
+    assert keras.random.SeedGenerator(0).state.name == internals.SEED_STATE_NAME
+    assert [id(v) for v in internals.seed_states(model)] == [
+        id(layers[0].generator.state), id(layers[2].generator.state)]
+    assert internals.seed_states(keras.Sequential([keras.Input((2,)), layers[1]])) == []
+
+
 def test_h5_store_in_memory_writes_what_load_weights_reads(tmp_path):
     model = _tiny_model()
     model.layers[0].kernel.assign([[2.5]])

@@ -3,7 +3,8 @@
 Keras offers no public hook for a few things tfp_bnn needs: knowing which
 outer call a layer's KL belongs to, reading variables at their own dtype
 under mixed precision, the cell protocol `keras.layers.RNN` runs, the
-weights-file writer, and the traversal of nested layers. Every `keras.src`
+weights-file writer, the traversal of nested layers, and which variables
+hold the random generators' state. Every `keras.src`
 import and every private Keras attribute the package reads or writes goes
 through this module; nothing else in `tfp_bnn` or `zoo` names them.
 
@@ -210,6 +211,24 @@ EVALUATE_RESULT_HOOK = _private_method(keras.Model, "_get_metrics_result_or_logs
                                        ("self", "logs"))
 EVALUATE_FLATTEN_HOOK = _private_method(keras.Model, "_flatten_metrics_in_order",
                                         ("self", "logs"))
+
+# -- random state -------------------------------------------------------------------
+# Every `keras.random.SeedGenerator` keeps its state in a variable it names
+# "seed_generator_state" (`keras/src/random/seed_generator.py`); `model.variables`
+# (public) lists it, `model.weights` does not. No public API says which variables
+# belong to a generator: the name is the touchpoint. Checked on 3.10.0 and 3.15.1.
+SEED_STATE_NAME = "seed_generator_state"
+
+
+def seed_states(model):
+    """The model's `keras.random.SeedGenerator` state variables, in model order.
+
+    `save_weights` leaves them out (they are not weights), and a compiled JAX
+    prediction must thread them; other state outside the weights (a layer's
+    metric trackers) is not random state.
+    """
+    return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE_NAME]
+
 
 # -- saving -------------------------------------------------------------------------
 # The weights-file writer behind `model.save_weights`, into a BytesIO instead

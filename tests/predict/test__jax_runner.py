@@ -12,6 +12,7 @@ import pytest
 from tests.integration.docstring_collector import run_example
 from tests.integration.docstring_collector import sandbox  # noqa: F401 (a fixture)
 from tfp_bnn import _backend
+from tfp_bnn._keras_internals import seed_states
 from tfp_bnn.predict import _jax_runner
 
 pytestmark = pytest.mark.jax
@@ -39,11 +40,11 @@ def test_seed_states_are_the_generators_of_every_layer():
     generators = [layer.seed_generator for layer in model.layers
                   if hasattr(layer, "seed_generator")]
     assert len(generators) == 2
-    states = _jax_runner.seed_states(model)
+    states = seed_states(model)
     # BatchNormalization's moving statistics are weights, not random state.
     assert [id(state) for state in states] == [id(g.state) for g in generators]
     deterministic = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    assert _jax_runner.seed_states(deterministic) == []
+    assert seed_states(deterministic) == []
 
 
 class _Tracked(keras.layers.Layer):
@@ -66,14 +67,14 @@ def test_tracker_state_is_not_random_state():
     weights = {id(v) for v in model.weights}
     assert any(id(v) not in weights and v.name != "seed_generator_state"
                for v in model.variables), "no tracker state outside the weights to tell apart"
-    assert [id(s) for s in _jax_runner.seed_states(model)] == [
+    assert [id(s) for s in seed_states(model)] == [
         id(model.layers[1].seed_generator.state)]
 
 
 @jax_only
 def test_start_advances_every_generator_once():
     model = _model()
-    states = _jax_runner.seed_states(model)
+    states = seed_states(model)
     before = [keras.ops.convert_to_numpy(state.value) for state in states]
     bases = _jax_runner.runner_for(model).start()
     for state, base, value in zip(states, bases, before):

@@ -9,22 +9,12 @@ import time
 import keras
 
 from tfp_bnn import _keras_internals
+from tfp_bnn._keras_internals import seed_states
 from tfp_bnn import _validation as check
 
 STATE = "state.json"
-# The variable every keras.random.SeedGenerator keeps its state in.
-SEED_STATE = "seed_generator_state"
 # The names this callback writes into its directory (and may delete there).
 _OWN_NAME = re.compile(r"(?:epoch|partial)-[0-9]+\.weights\.h5|state\.json(?:\.partial)?")
-
-
-def seed_states(model):
-    """The model's `keras.random.SeedGenerator` state variables, in model order.
-
-    `save_weights` leaves them out (they are not weights), so a run restored
-    from weights alone would draw other noise than the run it continues.
-    """
-    return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE]
 
 
 def is_checkpoint_file(name):

@@ -30,20 +30,9 @@ import jax
 import keras
 import numpy as np
 
+from tfp_bnn._keras_internals import seed_states
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.layers._tracing import sample_trace
-
-
-def seed_states(model):
-    """The state variables of the model's `keras.random.SeedGenerator`s.
-
-    Keras lists them in `model.variables` (all layer state) and not in
-    `model.weights`, under the name "seed_generator_state"; other state outside
-    the weights (a layer's trackers) is not random state.
-    """
-    weights = {id(v) for v in model.weights}
-    return [v for v in model.variables
-            if id(v) not in weights and v.name == "seed_generator_state"]
 
 
 class JaxMonteCarloRunner:
