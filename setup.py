@@ -20,10 +20,16 @@ from setuptools import find_packages, setup
 # (`jax.interpreters.xla.pytype_aval_mappings`), so jax stays in 0.6.x; 0.6.2 is the
 # version run (with jaxlib 0.6.2 and Keras 3.15). `[cpu]` brings jaxlib; on an NVIDIA
 # GPU install "jax[cuda12]==0.6.2" instead.
+# jax 0.6 needs ml_dtypes >= 0.5, which TensorFlow 2.18 (the floor) refuses: the
+# floors' run (.ci/compat) installs the test extra without JAX (TESTS_TENSORFLOW).
 JAX = ["jax[cpu]>=0.6.2,<0.7"]
 
 DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
         "mkdocs-jupyter>=0.26", "black>=24"]  # black: formats the API pages' signatures
+
+# The test extra but JAX (see the comments of `extras_require` below).
+TESTS_TENSORFLOW = ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
+                    "nbclient", "nbformat", "ipykernel"] + DOCS
 
 setup(
     # The repository's address, also in pyproject.toml's [project.urls]: colab/store_outputs.py
@@ -82,8 +88,7 @@ setup(
         # the suite from 22 to 14 minutes.
         # The docs packages too: tests/docs builds the site with --strict; and
         # JAX, for `KERAS_BACKEND=jax pytest` (CI runs both backends).
-        "test": ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
-                 "nbclient", "nbformat", "ipykernel"] + DOCS + JAX,
+        "test": TESTS_TENSORFLOW + JAX,
         "jax": JAX,
         "docs": DOCS,
     },
