@@ -25,11 +25,11 @@ def setup_call():
     call = next(node for node in ast.walk(tree)
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup")
     namespace = {}
-    for node in tree.body:  # module-level constants such as DOCS
+    for node in tree.body:  # module-level constants such as DOCS, and lists built of them
         if isinstance(node, ast.Assign):
             try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
+                value = eval(ast.unparse(node.value), {"__builtins__": {}}, dict(namespace))
+            except (NameError, TypeError, ValueError):
                 continue
             for target in node.targets:
                 namespace[target.id] = value
