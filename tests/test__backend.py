@@ -83,3 +83,21 @@ def test_a_jax_newer_than_tfp_knows_gets_the_versions_and_the_extra(monkeypatch)
     message = str(info.value)
     assert "fails with jax" in message and "pytype_aval_mappings" in message
     assert 'pip install "tfp-bnn[jax]"' in message
+
+
+_WITHOUT_JAX = """
+import sys
+sys.modules["jax"] = None  # as if jax were not installed: importing it raises ImportError
+import numpy as np, keras, tfp_bnn
+model = keras.Sequential([keras.Input((3,)), tfp_bnn.layers.DenseFlipout(2, seed=0)])
+print(tfp_bnn.predict.sample(model, np.ones((4, 3), "float32"), num_samples=5).shape)
+"""
+
+
+def test_a_tensorflow_install_without_jax_imports_and_predicts(tmp_path):
+    # jax is an extra: nothing on the TensorFlow path may import it.
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "KERAS_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_JAX], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(5, 4, 2)"

@@ -45,7 +45,6 @@ from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.layers.base import BayesianLayer
 from tfp_bnn.layers.distribution_lambda import DistributionLambda
 from tfp_bnn.posteriors.mean_field import worth_fusing
-from tfp_bnn.predict import _jax_runner
 from tfp_bnn.predict._inputs import as_arrays
 from tfp_bnn.predict._inputs import check_model
 from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
@@ -325,6 +324,9 @@ def _jax_chunks(model, plan, distributions, values_of):
         raise ValueError("Predicting from a distribution head's output distributions runs on "
                          "Keras' TensorFlow backend only; on JAX predict the head's values.")
     _values_only(values_of, has_distribution_head(model))
+    # Imported here: it imports jax, which a TensorFlow-only install does not have.
+    from tfp_bnn.predict import _jax_runner  # noqa: PLC0415
+
     runner = _jax_runner.runner_for(model)
     bases = runner.start()
     leaves = [np.asarray(leaf) for leaf in plan.leaves]
