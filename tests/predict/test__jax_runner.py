@@ -9,11 +9,14 @@ import keras
 import numpy as np
 import pytest
 
-from tests.integration.docstring_collector import run_example
-from tests.integration.docstring_collector import sandbox  # noqa: F401 (a fixture)
-from tfp_bnn import _backend
-from tfp_bnn._keras_internals import seed_states
-from tfp_bnn.predict import _jax_runner
+# The runner imports jax, an extra: without it (the floors' run) this file is skipped.
+pytest.importorskip("jax", reason="the JAX runner needs the jax extra")
+
+from tests.integration.docstring_collector import run_example  # noqa: E402
+from tests.integration.docstring_collector import sandbox  # noqa: E402, F401 (a fixture)
+from tfp_bnn import _backend  # noqa: E402
+from tfp_bnn._keras_internals import seed_states  # noqa: E402
+from tfp_bnn.predict import _jax_runner  # noqa: E402
 
 pytestmark = pytest.mark.jax
 jax_only = pytest.mark.skipif(not _backend.is_jax(), reason="the runner compiles JAX code")
