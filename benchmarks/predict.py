@@ -69,14 +69,7 @@ def main(argv=None):
     print(f"== Monte Carlo prediction benchmark: 784-400-400-10 DenseFlipout MLP, T = {samples} ==")
     for line in _timing.machine_info():
         print(line)
-    rng = np.random.default_rng(args.seed)
-    x_small = rng.random((args.latency_batch, _common.INPUT_DIM), dtype=np.float32)
-    x_large = rng.random((args.throughput_inputs, _common.INPUT_DIM), dtype=np.float32)
-
-    seeds = iter(range(1, 100))
-    flipout = _common.mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
-        units, activation=act, kl_weight=1e-4, seed=next(seeds)))
-    dense = _common.mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+    x_small, x_large, flipout, dense = _inputs_and_models(args)
     dense_forward = tf.function(lambda x: dense(x, training=False))
     x_large_tensor = tf.constant(x_large)
 
@@ -100,14 +93,8 @@ def main(argv=None):
         "served": _timing.timed(f"exported SavedModel serve(x, {samples})",
                                 lambda: served.serve(x_small, num)["probabilities"].numpy()),
     }
-    throughput = {
-        "floor": _timing.timed(f"keras Dense forward x {samples}", dense_floor),
-        "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
-                                lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
-        "classification": _timing.timed(
-            f"tfp_bnn.predict.classification(model, x, {samples})",
-            lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
-    }
+    throughput = _throughput(
+        _timing.timed(f"keras Dense forward x {samples}", dense_floor), flipout, x_large, samples)
     return _measure_and_report(latency, throughput, args)
 
 
@@ -126,13 +113,7 @@ def main_jax(args):
         print(line)
     print("skipped on JAX: the exported SavedModel (tfp_bnn.export, tf.saved_model.load: "
           "TensorFlow only)")
-    rng = np.random.default_rng(args.seed)
-    x_small = rng.random((args.latency_batch, _common.INPUT_DIM), dtype=np.float32)
-    x_large = rng.random((args.throughput_inputs, _common.INPUT_DIM), dtype=np.float32)
-    seeds = iter(range(1, 100))
-    flipout = _common.mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
-        units, activation=act, kl_weight=1e-4, seed=next(seeds)))
-    dense = _common.mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+    x_small, x_large, flipout, dense = _inputs_and_models(args)
 
     def predict_loop():
         return np.stack([flipout.predict(x_small, verbose=0) for _ in range(samples)])
@@ -142,16 +123,35 @@ def main_jax(args):
         "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
                                 lambda: tfp_bnn.predict.sample(flipout, x_small, samples)),
     }
-    throughput = {
-        "floor": _timing.timed(f"keras Dense forward x {samples} (jax.jit)",
-                               _jax_floor.dense_floor(dense, x_large, samples)),
+    throughput = _throughput(
+        _timing.timed(f"keras Dense forward x {samples} (jax.jit)",
+                      _jax_floor.dense_floor(dense, x_large, samples)),
+        flipout, x_large, samples)
+    return _measure_and_report(latency, throughput, args)
+
+
+def _inputs_and_models(args):
+    """The seeded latency and throughput inputs, the Flipout MLP and the Dense MLP."""
+    rng = np.random.default_rng(args.seed)
+    x_small = rng.random((args.latency_batch, _common.INPUT_DIM), dtype=np.float32)
+    x_large = rng.random((args.throughput_inputs, _common.INPUT_DIM), dtype=np.float32)
+    seeds = iter(range(1, 100))
+    flipout = _common.mlp(lambda units, act: tfp_bnn.layers.DenseFlipout(
+        units, activation=act, kl_weight=1e-4, seed=next(seeds)))
+    dense = _common.mlp(lambda units, act: keras.layers.Dense(units, activation=act))
+    return x_small, x_large, flipout, dense
+
+
+def _throughput(floor, flipout, x_large, samples):
+    """The throughput variants: the backend's Dense floor, then tfp_bnn's two predictions."""
+    return {
+        "floor": floor,
         "sample": _timing.timed(f"tfp_bnn.predict.sample(model, x, {samples})",
                                 lambda: tfp_bnn.predict.sample(flipout, x_large, samples)),
         "classification": _timing.timed(
             f"tfp_bnn.predict.classification(model, x, {samples})",
             lambda: tfp_bnn.predict.classification(flipout, x_large, samples)),
     }
-    return _measure_and_report(latency, throughput, args)
 
 
 def _measure_and_report(latency, throughput, args):
