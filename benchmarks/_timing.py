@@ -16,12 +16,14 @@ import time
 import numpy as np
 
 
-def step_timer(callback_base):
+def step_timer(callback_base, wait=None):
     """A callback instance recording per-step wall times, in seconds.
 
     `callback_base` is the `Callback` class of the framework the model comes
     from (`keras.callbacks.Callback` or `tf_keras.callbacks.Callback`);
     each framework's `fit` wants its own. The step times are in `.times`.
+    `wait`, if given, is called on the step's log values before the clock
+    stops (`jax.block_until_ready`: JAX dispatches asynchronously).
     """
 
     class StepTimer(callback_base):
@@ -34,6 +36,8 @@ def step_timer(callback_base):
             self._start = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
+            if wait is not None:
+                wait(list((logs or {}).values()))
             self.times.append(time.perf_counter() - self._start)
 
     return StepTimer()

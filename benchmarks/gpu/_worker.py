@@ -86,22 +86,6 @@ def batches(args):
     return endless
 
 
-class SyncedStepTimer(keras.callbacks.Callback):
-    """Per-step wall times; the step's outputs are waited for (JAX dispatches asynchronously)."""
-
-    def __init__(self):
-        super().__init__()
-        self.times = []
-        self._start = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        jax.block_until_ready(list((logs or {}).values()))
-        self.times.append(time.perf_counter() - self._start)
-
-
 def train_variant(name, build, data):
     """A `_timing.Variant` training `build()`'s compiled model; a failing build is reported."""
     state = {}
@@ -112,7 +96,7 @@ def train_variant(name, build, data):
             model.compile(optimizer=keras.optimizers.Adam(1e-3),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
             state["model"] = model
-        timer = SyncedStepTimer()
+        timer = _timing.step_timer(keras.callbacks.Callback, wait=jax.block_until_ready)
         state["model"].fit(data(), epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
                            callbacks=[timer])
         return timer.times
