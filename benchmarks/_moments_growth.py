@@ -16,7 +16,7 @@ from _moments_speed import HEADS
 from _moments_speed import WIDTH
 from _moments_speed import ms
 from tfp_bnn import moments
-from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
+from tfp_bnn.layers.attention.bayesian_transformer_block import BayesianTransformerBlock
 
 
 def _slope(xs, ys):

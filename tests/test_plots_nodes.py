@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tfp_bnn import plots_nodes
-from tfp_bnn.layers.node_conv2d import NodeConv2D
-from tfp_bnn.layers.node_dense import NodeDense
+from tfp_bnn.layers.node.node_conv2d import NodeConv2D
+from tfp_bnn.layers.node.node_dense import NodeDense
 
 matplotlib_image = pytest.importorskip("matplotlib.image")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402

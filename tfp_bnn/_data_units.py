@@ -12,10 +12,10 @@ import keras
 import numpy as np
 
 from tfp_bnn import _validation as check
-from tfp_bnn.layers.target_scaling import LAYOUTS
-from tfp_bnn.layers.target_scaling import TargetScaling
-from tfp_bnn.layers.target_scaling import positive_statistics
-from tfp_bnn.layers.target_scaling import statistics
+from tfp_bnn.layers.heads.target_scaling import LAYOUTS
+from tfp_bnn.layers.heads.target_scaling import TargetScaling
+from tfp_bnn.layers.heads.target_scaling import positive_statistics
+from tfp_bnn.layers.heads.target_scaling import statistics
 from tfp_bnn.predict.engine import has_distribution_head
 
 

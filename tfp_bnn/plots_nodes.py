@@ -11,7 +11,7 @@ and an atomic write of an optional `path`.
 import numpy as np
 
 from tfp_bnn import _validation as check
-from tfp_bnn.layers.node_base import NodeLayer
+from tfp_bnn.layers.node.node_base import NodeLayer
 from tfp_bnn.plots import figure_axes
 from tfp_bnn.plots import png_path
 from tfp_bnn.plots import save

@@ -7,8 +7,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_bnn
-from tests.layers.distribution_heads import DISTRIBUTION_LAYERS
-from tests.layers.distribution_heads import distribution_model
+from tests.layers.distribution.distribution_heads import DISTRIBUTION_LAYERS
+from tests.layers.distribution.distribution_heads import distribution_model
 from tfp_bnn import layers
 from tfp_bnn.distributions import FORWARDED_METHODS
 from tfp_bnn.distributions import carries_distribution

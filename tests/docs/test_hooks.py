@@ -244,5 +244,5 @@ def test_griffe_resolver_finds_the_definition_lines():
     assert "def regression(" in "\n".join(
         (ROOT / path).read_text().split("\n")[first - 1:last])
     # A re-exported name (an alias): the file that defines it.
-    assert resolve("tfp_bnn.layers.DenseFlipout")[0] == "tfp_bnn/layers/dense_flipout.py"
+    assert resolve("tfp_bnn.layers.DenseFlipout")[0] == "tfp_bnn/layers/variational/dense_flipout.py"
     assert resolve("usage") is None

@@ -1,7 +1,7 @@
 """What the Monte Carlo parity suites share: draws, z-checks and the Gaussian KL.
 
 Used by test_tfp_parity_dense.py, test_tfp_parity_conv.py,
-test_tfp_parity_dense_variational.py and tests/layers/test_dense_variational.py.
+test_tfp_parity_dense_variational.py and tests/layers/variational/test_dense_variational.py.
 """
 
 import numpy as np

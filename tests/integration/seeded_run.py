@@ -62,7 +62,7 @@ def twice_from_one_state(model, run):
     is tested on fresh builds elsewhere: by
     test_seed_fixes_the_initial_weights_and_the_first_sample
     (tests/zoo/models/test__common.py) for every zoo model, by the seeded check
-    of `tfp_bnn.testing.run_bayesian_layer_test` (tests/layers/batteries.py)
+    of `tfp_bnn.testing.run_bayesian_layer_test` (tests/layers/variational/batteries.py)
     for each of these layers.
     """
     if not model.optimizer.built:  # its slots exist before the state is read

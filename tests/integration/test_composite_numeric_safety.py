@@ -24,9 +24,9 @@ from tfp_bnn import moments
 from tfp_bnn.layers import HeteroscedasticClassification
 from tfp_bnn.layers import HeteroscedasticRegression
 from tfp_bnn.layers import HomoscedasticNoise
-from tfp_bnn.layers.bayesian_layer_normalization import BayesianLayerNormalization
-from tfp_bnn.layers.bayesian_multi_head_attention import BayesianMultiHeadAttention
-from tfp_bnn.layers.bayesian_transformer_block import BayesianTransformerBlock
+from tfp_bnn.layers.attention.bayesian_layer_normalization import BayesianLayerNormalization
+from tfp_bnn.layers.attention.bayesian_multi_head_attention import BayesianMultiHeadAttention
+from tfp_bnn.layers.attention.bayesian_transformer_block import BayesianTransformerBlock
 from tfp_bnn.losses import GaussianNLL
 from tfp_bnn.moments.relu import rectified_gaussian
 from zoo.models.transformer import TokenTransformerRegressor

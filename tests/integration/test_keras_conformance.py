@@ -27,16 +27,16 @@ BASES = {layers.BayesianLayer, layers.NodeLayer}
 # around the cell, as Keras tests its own cells (the LSTM cells; the GRU cells
 # share their whole code path but the gates, which their Keras parity tests cover),
 # and an input that carries a distribution (KLDivergenceAddLoss: its symbolic call,
-# fit, config and saving are tests/layers/test_kl_divergence.py's).
+# fit, config and saving are tests/layers/distribution/test_kl_divergence.py's).
 OWN_HARNESS = {layers.EmbeddingReparameterization, layers.GRUCellReparameterization,
                layers.LSTMCellReparameterization, layers.GRUCellFlipout, layers.LSTMCellFlipout,
                layers.KLDivergenceAddLoss}
 # Layers whose expensive checks (training step, mixed precision, float64, seeding)
 # are shared with a sibling: the 1D/3D convolutions run BayesianConvBase's
 # code as Conv2D does, only shapes differ, and their own test files run the
-# full harness (tests/layers/conv_nd_checks.py::check_keras_harness);
+# full harness (tests/layers/variational/conv_nd_checks.py::check_keras_harness);
 # DenseVariational's training and mixed-precision pass is
-# tests/layers/test_dense_variational.py::test_keras_run_layer_test.
+# tests/layers/variational/test_dense_variational.py::test_keras_run_layer_test.
 SHARED = {layers.Conv1DFlipout, layers.Conv1DReparameterization, layers.Conv3DFlipout,
           layers.Conv3DReparameterization, layers.DenseVariational}
 SHARED_DTYPE_AND_SEED = SHARED - {layers.DenseVariational}  # its float64 is its own code
@@ -140,7 +140,7 @@ CASES = [
          (2, 1), (2, 1), 7, 0, 1, 0, False),
     # beta and its L2 loss; the sampling switch, the random features' W and b, the
     # precision P. No seed: a plain call is the posterior mean, deterministic (its draws
-    # are tested in tests/layers/test_random_feature_gaussian_process.py).
+    # are tested in tests/layers/gaussian_process/test_random_feature_gaussian_process.py).
     Case(layers.RandomFeatureGaussianProcess, {"units": 3, "num_inducing": 8}, (2, 4), (2, 3),
          1, 4, 1, 1, False),
     # The wrapped Dense's kernel and bias; the power iteration's vector u.

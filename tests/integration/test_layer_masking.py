@@ -20,9 +20,9 @@ from tfp_bnn.layers import DenseReparameterization
 from tfp_bnn.layers import DenseVariational
 from tfp_bnn.layers import MCDropout
 from tfp_bnn.layers import NodeDense
-from tests.layers.test_bayesian_multi_head_attention import _posterior_means
-from tests.layers.test_bayesian_multi_head_attention import _random_posterior
-from tests.layers.test_bayesian_multi_head_attention import keras_attention
+from tests.layers.attention.test_bayesian_multi_head_attention import _posterior_means
+from tests.layers.attention.test_bayesian_multi_head_attention import _random_posterior
+from tests.layers.attention.test_bayesian_multi_head_attention import keras_attention
 
 VOCAB, WIDTH = 12, 4
 # Two sequences of 3 and 5 real tokens, padded with 0 to length 6.

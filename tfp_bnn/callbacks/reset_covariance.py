@@ -3,7 +3,7 @@
 import keras
 
 from tfp_bnn import _keras_internals
-from tfp_bnn.layers.random_feature_gaussian_process import RandomFeatureGaussianProcess
+from tfp_bnn.layers.gaussian_process.random_feature_gaussian_process import RandomFeatureGaussianProcess
 
 
 def gp_layers(model):

@@ -12,7 +12,7 @@ import keras
 from keras import ops
 
 from tfp_bnn import _validation
-from tfp_bnn.layers import _conv_layout
+from tfp_bnn.layers.variational import _conv_layout
 
 
 def set_weight_arguments(layer, activation=None, use_bias=True,

@@ -42,8 +42,8 @@ from tfp_bnn import _keras_internals
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers._tracing import sample_trace
-from tfp_bnn.layers.base import BayesianLayer
-from tfp_bnn.layers.distribution_lambda import DistributionLambda
+from tfp_bnn.layers.variational.base import BayesianLayer
+from tfp_bnn.layers.distribution.distribution_lambda import DistributionLambda
 from tfp_bnn.posteriors.mean_field import worth_fusing
 from tfp_bnn.predict._inputs import as_arrays
 from tfp_bnn.predict._inputs import check_model

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_bnn import _keras_internals
-from tfp_bnn.layers.base import BayesianLayer
+from tfp_bnn.layers.variational.base import BayesianLayer
 from tfp_bnn.modes import set_mean_mode
 from tfp_bnn.testing._common import random_inputs
 from tfp_bnn.testing._common import require

@@ -48,7 +48,7 @@ import tensorflow as tf
 import tfp_bnn
 from tfp_bnn import _validation as check
 from tfp_bnn import moments
-from tfp_bnn.layers.dense_reparameterization import DenseReparameterization
+from tfp_bnn.layers.variational.dense_reparameterization import DenseReparameterization
 from tfp_bnn.modes import kl_layers
 from zoo.models import _common
 from zoo.models import limits

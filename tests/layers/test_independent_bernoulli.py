@@ -1,7 +1,0 @@
-"""IndependentBernoulli: independent Bernoulli events as output; parity with tfp.layers."""
-
-from tests.layers.distribution_heads import check_same_distribution_as_tfp
-
-
-def test_same_distribution_as_tfp():
-    check_same_distribution_as_tfp("IndependentBernoulli", (3,), "bernoulli")

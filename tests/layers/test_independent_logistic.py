@@ -1,7 +1,0 @@
-"""IndependentLogistic: an output layer with independent logistic events: parity with tfp.layers."""
-
-from tests.layers.distribution_heads import check_same_distribution_as_tfp
-
-
-def test_same_distribution_as_tfp():
-    check_same_distribution_as_tfp("IndependentLogistic", (4,), "real")

@@ -1,7 +1,0 @@
-"""OneHotCategorical: a one-hot categorical output layer: parity with tfp.layers."""
-
-from tests.layers.distribution_heads import check_same_distribution_as_tfp
-
-
-def test_same_distribution_as_tfp():
-    check_same_distribution_as_tfp("OneHotCategorical", (5,), "one_hot")

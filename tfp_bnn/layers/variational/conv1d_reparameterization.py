@@ -1,0 +1,49 @@
+"""1-D convolution with a sampled kernel: the reparameterization estimator."""
+
+import keras
+
+from tfp_bnn.layers.variational._conv_base import ConvReparameterization
+
+
+@keras.saving.register_keras_serializable(package="tfp_bnn")
+class Conv1DReparameterization(ConvReparameterization):
+    """1-D convolution whose kernel is a random variable.
+
+    Keras 3 counterpart of TFP's `Convolution1DReparameterization` (tf_keras
+    only). Each call draws one kernel w = loc + softplus(rho) * eps that the
+    whole batch shares, convolves, and adds kl_weight * KL(q(w) || p(w)) to
+    the losses.
+
+    Args:
+        filters: positive int, the number of output channels.
+        kernel_size: int or tuple of one int, the convolution window.
+        strides: int or tuple of one int (default 1).
+        padding: "valid", "same" or "causal", case-insensitive (default "valid").
+        data_format: "channels_last" (batch, steps, channels) or
+            "channels_first"; None uses Keras' image data format.
+        dilation_rate: int or tuple of one int (default 1).
+        groups: positive int dividing the input channels and `filters`
+            (default 1), as in `keras.layers.Conv1D`.
+        **kwargs: the other arguments of `keras.layers.Conv1D` plus
+            `posterior`, `prior`, `kl_weight`, `kl_estimator`,
+            `bayesian_bias`, `seed` (see `tfp_bnn.layers.BayesianLayer`).
+
+    Call arguments:
+        inputs: 3-D tensor, (batch, steps, channels) for channels_last.
+        training: True draws noise (always); at inference the layer samples
+            unless mean mode is on (`tfp_bnn.set_mean_mode`).
+
+    Returns:
+        3-D tensor, as `keras.layers.Conv1D` returns.
+
+    Example:
+    >>> layer = Conv1DReparameterization(8, 3, padding="same", kl_weight=1e-3, seed=0)
+    >>> layer(np.ones((2, 10, 3), "float32")).shape
+    TensorShape([2, 10, 8])
+    """
+
+    rank = 1
+
+
+# TFP's class name, so that `tfp.layers.Convolution1DReparameterization` ports by import alone.
+Convolution1DReparameterization = Conv1DReparameterization
