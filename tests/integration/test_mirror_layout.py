@@ -76,7 +76,6 @@ NO_TEST_FILE = {
                                    "extremes); its statistics in flows/test_normalizing_flow.py",
     "tfp_bnn/layers/node/node_base.py": "NodeLayer, the base of the node layers: "
                                    "layers/node/test_node_dense.py, layers/node/test_node_conv2d.py",
-    "tfp_bnn/noise.py": "the layers' random draws: the seeded and XLA tests of every layer",
     "tfp_bnn/posteriors/base.py": "the Posterior contract: posteriors/test_mean_field.py and "
                                   "integration/test_custom_posterior_prior.py",
     "tfp_bnn/predict/sampling.py": "`sample` is the front end of the engine: "
