@@ -65,8 +65,7 @@ def test_sampled_path_channels_first():
     checks.check_predict_sample(layers.Conv2DFlipout, 2, "channels_first")
 
 
-@pytest.mark.parametrize("data_format", [
-    "channels_last", pytest.param("channels_first", marks=pytest.mark.jax)])
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
 def test_one_flipout_sign_per_example_and_channel(data_format):
     checks.check_flipout_signs(layers.Conv2DFlipout, 2, data_format)
 

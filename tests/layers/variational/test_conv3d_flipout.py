@@ -46,8 +46,9 @@ def test_predict_sample_shapes_and_mean_mode():
     checks.check_predict_sample(CLS, RANK, "channels_last")
 
 
+# On JAX one format: channels_first, which XLA convolves natively there.
 @pytest.mark.parametrize("data_format", [
-    pytest.param("channels_last", marks=pytest.mark.jax), "channels_first"])
+    "channels_last", pytest.param("channels_first", marks=pytest.mark.jax)])
 def test_one_flipout_sign_per_example_and_channel(data_format):
     checks.check_flipout_signs(CLS, RANK, data_format)
 
