@@ -18,6 +18,7 @@ def test_tfp_names_are_aliases(rank, kind):
     assert f"Convolution{rank}D{kind}" in layers.__all__
 
 
+@pytest.mark.jax
 def test_causal_padding_is_conv1d_only_and_pads_the_past():
     x = np.random.default_rng(0).normal(size=(1, 6, 2)).astype("float32")
     layer = layers.Conv1DReparameterization(1, 3, padding="causal", dilation_rate=2,

@@ -13,8 +13,11 @@ def test_standard_battery(extra):
 
 
 @pytest.mark.parametrize("conv_kwargs", [
-    {"kernel_size": 3, "data_format": "channels_first", "padding": "same"},
-    {"kernel_size": (3, 2), "strides": (2, 1), "groups": 2},
-], ids=["channels_first_same", "strided_grouped"])
+    # On JAX too: XLA's native channels_first against Keras' channels_last.
+    pytest.param({"kernel_size": 3, "data_format": "channels_first", "padding": "same"},
+                 id="channels_first_same", marks=pytest.mark.jax),
+    pytest.param({"kernel_size": (3, 2), "strides": (2, 1), "groups": 2},
+                 id="strided_grouped"),
+])
 def test_mean_mode_equals_keras_conv2d(conv_kwargs):
     checks.check_mean_mode_equals_keras(layers.Conv2DReparameterization, 2, conv_kwargs)

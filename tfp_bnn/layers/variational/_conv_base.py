@@ -7,6 +7,7 @@ convolution layer only sets `rank` (and its docstring).
 
 import tensorflow as tf
 
+from tfp_bnn import _backend
 from tfp_bnn.layers.variational.base import BayesianLayer
 from tfp_bnn.layers.variational.dense_flipout import flipout_call
 from tfp_bnn.layers.variational.dense_reparameterization import reparameterization_call
@@ -50,6 +51,11 @@ class ConvFlipout(BayesianConvBase):
     def _flipout_sign_shapes(self, inputs, outputs):
         # One sign per example and channel, shared over positions, so each
         # example sees one whole perturbed kernel (as TFP's Conv flipout).
+        if _backend.is_jax():
+            # Static under jax.jit: the batch size is known when it traces.
+            batch = tuple(inputs.shape[:1])
+            return (batch + tuple(self._channel_shape(inputs.shape[self._channel_axis])[1:]),
+                    batch + tuple(self._channel_shape(self.filters)[1:]))
         batch = tf.shape(inputs)[:1]
         channels = tf.shape(inputs)[self._channel_axis]
         return (tf.concat([batch, self._channel_shape(channels)[1:]], axis=0),

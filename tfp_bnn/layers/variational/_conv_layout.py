@@ -16,15 +16,23 @@ through them as the channels_last convolution alone (noisy, shared machine),
 about what oneDNN's native channels_first took where it runs, and far less
 than Keras' Conv3D channels_first, which XLA compiles on CPU.
 
+On the JAX backend every convolution is an XLA convolution, which takes
+either layout on any device: channels_first runs as such there.
+
 This module is the one place that decides; the layers call `conv`.
 """
 
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _backend
+
 
 def native_channels_first() -> bool:
-    """Whether channels_first convolutions run as such: a GPU is visible to TensorFlow."""
+    """Whether channels_first convolutions run as such: on JAX (XLA takes both
+    layouts on any device), or with a GPU visible to TensorFlow."""
+    if _backend.is_jax():
+        return True
     # Visible, not physical: tf.config.set_visible_devices([], "GPU") hides one.
     return bool(tf.config.get_visible_devices("GPU"))
 

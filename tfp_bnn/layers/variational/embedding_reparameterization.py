@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
 from tfp_bnn.layers.variational.base import BayesianLayer
 from tfp_bnn.layers.variational.dense_reparameterization import reparameterization_call
@@ -112,6 +113,9 @@ class EmbeddingReparameterization(BayesianLayer):
 
     def _apply_sampled_kernels(self, sliced, kernels):
         # [S, B, ...] indices into [S, input_dim, output_dim]: one gather per sample.
+        if _backend.is_jax():
+            # The lookup vectorized over the samples (`WeightSampling`'s JAX path).
+            return super()._apply_sampled_kernels(sliced, kernels)
         return tf.gather(kernels, sliced, batch_dims=1)
 
     def compute_mask(self, inputs, mask=None):
