@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from tfp_bnn import _validation
+from tfp_bnn import _variables
 from tfp_bnn import noise
 from tfp_bnn._memory import check_bytes
 from tfp_bnn.layers._mixed_precision import float32_variables
@@ -229,7 +230,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
 
     # -- features and posterior ---------------------------------------------------
     def _read(self, variable):
-        return ops.cast(ops.convert_to_tensor(variable), self.work_dtype)
+        return ops.cast(_variables.read(variable), self.work_dtype)
 
     def random_features(self, inputs):
         """phi(inputs) = sqrt(2 / D) cos(h W + b), the random Fourier features.
@@ -257,7 +258,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         self.precision.assign(self._ridge_eye())
 
     def _cholesky(self):
-        return _linalg.cholesky(ops.convert_to_tensor(self.precision))
+        return _linalg.cholesky(_variables.read(self.precision))
 
     def covariance(self):
         """Sigma = ridge * P^-1, the posterior covariance of each output's beta.
