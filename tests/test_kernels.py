@@ -76,16 +76,3 @@ def test_a_tfp_kernel_provider_layer_is_refused_with_the_provider_to_write():
         kernels.get(RBFKernelFn())
     assert "\n" not in str(info.value)
 
-
-@pytest.mark.jax
-def test_kernel_on_the_backends_substrate_against_numpy():
-    # float32 (JAX runs without x64): the kernel is TFP's on the active backend.
-    from tfp_bnn._substrate import tfp  # noqa: PLC0415
-
-    layer = keras.layers.Layer()
-    copy = ExponentiatedQuadraticProvider(amplitude=1.7, length_scale=0.4).build(layer)
-    assert isinstance(copy.kernel, tfp.math.psd_kernels.ExponentiatedQuadratic)
-    x = np.array([[0.0], [0.3], [-1.1]], "float32")
-    expected = 1.7 ** 2 * np.exp(-0.5 * ((x - x.T) / 0.4) ** 2)
-    np.testing.assert_allclose(np.asarray(keras.ops.convert_to_numpy(copy.kernel.matrix(x, x))),
-                               expected, rtol=1e-5)
