@@ -351,7 +351,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         if not return_variance:
             return result
         variance = ops.cast(self.predictive_variance(features), self.compute_dtype)
-        return result, ops.broadcast_to(variance[:, None], ops.shape(result))
+        return result, ops.broadcast_to(variance[:, None], noise.shape_of(result))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.units)
