@@ -75,4 +75,3 @@ def test_a_tfp_kernel_provider_layer_is_refused_with_the_provider_to_write():
                        r"length_scale=0.693147\).*0.1 and 5.0") as info:
         kernels.get(RBFKernelFn())
     assert "\n" not in str(info.value)
-

@@ -6,6 +6,7 @@ the step instead of giving NaNs) and it has neither a transposed triangular
 solve nor a Cholesky solve, which would cost an explicit D x D transpose. So
 TensorFlow keeps the `tf.linalg` kernels the layer was measured with, and JAX
 gets `jax.scipy.linalg`'s, which XLA compiles with the rest of the step.
+The shapes of the posterior draws are dynamic on TensorFlow, static on JAX.
 """
 
 import keras
