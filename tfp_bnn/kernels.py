@@ -20,13 +20,14 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_bnn import _validation as check
+from tfp_bnn import _variables
+from tfp_bnn._substrate import tfp
 from tfp_bnn.config_objects import ConfigObject
 from tfp_bnn.config_objects import resolve
 
+# TFP's kernels on the active backend's substrate (TensorFlow or JAX).
 psd_kernels = tfp.math.psd_kernels
 
 
@@ -128,7 +129,7 @@ class ExponentiatedQuadraticProvider(KernelProvider):
         return built
 
     def _positive(self, weight, multiplier):
-        return tf.nn.softplus(multiplier * tf.convert_to_tensor(weight))
+        return keras.ops.softplus(multiplier * _variables.read(weight))
 
     @property
     def kernel(self):
@@ -190,9 +191,12 @@ def _provider_advice(layer):
               "amplitude_multiplier=0.1, length_scale_multiplier=5.0)); for another kernel "
               "subclass tfp_bnn.kernels.KernelProvider (`build(layer)` adds its variables, "
               "`kernel` returns the PSD kernel)")
+    # TFP's kernel-provider layers are tf_keras layers: TensorFlow kernels on either backend.
+    import tensorflow_probability as tfp_tensorflow  # noqa: PLC0415
+
     try:
         kernel = layer.kernel
-        if not isinstance(kernel, psd_kernels.ExponentiatedQuadratic):
+        if not isinstance(kernel, tfp_tensorflow.math.psd_kernels.ExponentiatedQuadratic):
             return advice
         amplitude = float(kernel.amplitude)
         length_scale = float(kernel.length_scale)

@@ -3,7 +3,10 @@
 Against Bayesian linear regression on the layer's features (exact, float64), the
 exact RBF GP (tolerance from D), distance awareness, Monte Carlo inside
 `tfp_bnn.predict`, the classification weights, the momentum update, dtypes, a .keras
-round trip of an SNGP model and bad arguments. Keras 3's `run_layer_test` runs on this
+round trip of an SNGP model and bad arguments. The tests marked `jax` (float32: JAX runs
+without x64) also prove the JAX port: Keras' layer test, a short fit that updates the
+precision matrix and the power-iteration vector, mean-field logits against NumPy and
+the .keras round trip. Keras 3's `run_layer_test` runs on this
 layer with the others in tests/integration/test_keras_conformance.py; here it runs
 again with `return_variance=True` and the optional sublayers.
 """
@@ -214,6 +217,7 @@ def test_return_variance_in_a_functional_model_and_under_mixed_float16():
         np.testing.assert_allclose(np.float32(ours), theirs, rtol=2e-3, atol=1e-3)
 
 
+@pytest.mark.jax
 def test_keras_run_layer_test_with_variance_bias_and_normalisation():
     # Keras's training step feeds a single target, so it runs without return_variance in
     # tests/integration/test_keras_conformance.py.
@@ -224,42 +228,6 @@ def test_keras_run_layer_test_with_variance_bias_and_normalisation():
         expected_output_shape=((2, 3), (2, 3)), expected_num_trainable_weights=4,
         expected_num_non_trainable_weights=4, expected_num_seed_generators=1,
         expected_num_losses=1, supports_masking=False, run_training_check=False)
-
-
-@pytest.fixture(scope="module")
-def sngp_model():
-    """A small trained SNGP regression model: SN residual block, GP output."""
-    keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(5)
-    x = rng.uniform(-1, 1, (64, 2)).astype("float32")
-    y = (x[:, :1] * x[:, 1:]).astype("float32")
-    inputs = keras.Input((2,))
-    hidden = SpectralNormalization(keras.layers.Dense(2, activation="relu"),
-                                   norm_multiplier=0.9)(inputs)
-    outputs = RandomFeatureGaussianProcess(1, num_inducing=64, ridge_penalty=0.1,
-                                           l2_regularization=0.1 / 64, seed=0)(
-        keras.layers.Add()([inputs, hidden]))
-    model = keras.Model(inputs, outputs)
-    model.compile("adam", "mse")
-    model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[ResetCovariance()])
-    return model, x
-
-
-def test_keras_file_round_trip_under_safe_mode(sngp_model, tmp_path):
-    model, x = sngp_model
-    path = os.fspath(tmp_path / "sngp.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    gp, loaded_gp = model.layers[-1], loaded.layers[-1]
-    assert isinstance(loaded_gp, RandomFeatureGaussianProcess)
-    assert isinstance(loaded.layers[1], SpectralNormalization)
-    assert loaded.layers[1].norm_multiplier == 0.9
-    for ours, theirs in zip(model.weights, loaded.weights):
-        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
-    features = gp.random_features(x)
-    np.testing.assert_array_equal(gp.predictive_variance(features),
-                                  loaded_gp.predictive_variance(features))
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -303,3 +271,94 @@ def test_bad_inputs_and_mean_field_factor_raise():
     with pytest.raises(ValueError, match="`mean_field_factor`"):
         mean_field_logits(np.zeros((2, 3)), np.ones(2), mean_field_factor=-1.0)
     assert tf.reduce_all(tf.math.is_finite(mean_field_logits(np.zeros((2, 3)), np.ones(2))))
+
+
+# -- On both backends (marked `jax`): float32, as JAX runs without x64 -----------------
+
+JAX_RIDGE = 0.5
+
+
+def _numpy(value):
+    return np.asarray(keras.ops.convert_to_numpy(value))
+
+
+@pytest.fixture(scope="module")
+def frozen_sngp():
+    """SN residual block + GP fitted 2 epochs with ResetCovariance, hidden layer frozen.
+
+    The Dense kernel is inside the norm bound and not trainable, so spectral
+    normalisation leaves it as it is and the GP's features stay those of the
+    final model: P must be ridge I + Phi^T Phi of one pass over the data.
+    """
+    rng = np.random.default_rng(6)
+    x = rng.uniform(-1, 1, (32, 2)).astype("float32")
+    y = (x[:, :1] * x[:, 1:]).astype("float32")
+    dense = keras.layers.Dense(2, activation="relu", trainable=False,
+                               kernel_initializer=keras.initializers.Constant(
+                                   [[0.6, 0.2], [-0.1, 0.5]]))
+    inputs = keras.Input((2,))
+    hidden = SpectralNormalization(dense, norm_multiplier=0.9, power_iterations=3)(inputs)
+    gp = RandomFeatureGaussianProcess(1, num_inducing=16, ridge_penalty=JAX_RIDGE, seed=0)
+    model = keras.Model(inputs, gp(keras.layers.Add()([inputs, hidden])))
+    model.compile("adam", "mse")
+    vector_u = _numpy(model.layers[1].vector_u)
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[ResetCovariance()])
+    hidden_values = x + np.maximum(x @ _numpy(dense.kernel) + _numpy(dense.bias), 0.0)
+    return model, gp, x, hidden_values, vector_u
+
+
+@pytest.mark.jax
+def test_fit_updates_the_precision_with_the_last_epoch_and_the_power_iteration_vector(
+        frozen_sngp):
+    model, gp, _, hidden, initial_u = frozen_sngp
+    phi = _numpy(gp.random_features(hidden)).astype(np.float64)
+    # One epoch's sum of 32 outer products in float32 (two epochs without the reset).
+    np.testing.assert_allclose(_numpy(gp.precision), JAX_RIDGE * np.eye(16) + phi.T @ phi,
+                               rtol=1e-5, atol=1e-5)
+    # The vector u of the power iteration left the jitted steps: 4 steps of 3
+    # iterations from a random start align it with the kernel's top right singular
+    # vector (sigma_2 / sigma_1 = 0.6 here: 0.6^24 ~ 5e-6).
+    u = _numpy(model.layers[1].vector_u)[0]
+    top = np.linalg.svd(_numpy(model.layers[1].layer.kernel))[2][0]
+    assert not np.allclose(u, initial_u[0])
+    np.testing.assert_allclose(abs(u @ top), 1.0, rtol=1e-4)
+
+
+@pytest.mark.jax
+def test_mean_field_logits_of_the_fitted_gp_against_numpy(frozen_sngp):
+    _, gp, _, hidden, _ = frozen_sngp
+
+    def predictive(points):
+        logits, variance = gp(points, return_variance=True)
+        return logits, variance, mean_field_logits(logits, variance), gp.random_features(points)
+
+    if keras.backend.backend() == "jax":  # one compilation instead of one per eager op
+        import jax  # noqa: PLC0415
+
+        predictive = jax.jit(predictive)
+    logits, variance, adjusted, phi = (_numpy(v) for v in predictive(hidden[:8]))
+    phi = phi.astype(np.float64)
+    precision = _numpy(gp.precision).astype(np.float64)
+    beta = _numpy(gp.kernel).astype(np.float64)
+    expected_variance = JAX_RIDGE * np.einsum("ij,ji->i", phi, np.linalg.solve(precision, phi.T))
+    np.testing.assert_allclose(logits, phi @ beta, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(variance[:, 0], expected_variance, rtol=1e-4)
+    expected = (phi @ beta) / np.sqrt(1.0 + math.pi / 8 * expected_variance)[:, None]
+    np.testing.assert_allclose(adjusted, expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.jax
+def test_fitted_sngp_keras_file_round_trip(frozen_sngp, tmp_path):
+    model, gp, x, _, _ = frozen_sngp
+    path = os.fspath(tmp_path / "sngp.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert isinstance(loaded.layers[-1], RandomFeatureGaussianProcess)
+    assert isinstance(loaded.layers[1], SpectralNormalization)
+    assert loaded.layers[1].norm_multiplier == 0.9
+    for ours, theirs in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(_numpy(ours), _numpy(theirs))
+    np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
+    features = gp.random_features(x)
+    np.testing.assert_array_equal(_numpy(gp.predictive_variance(features)),
+                                  _numpy(loaded.layers[-1].predictive_variance(features)))

@@ -223,3 +223,67 @@ def test_bad_arguments_raise_one_line_errors(kwargs, message):
 def test_inputs_without_a_feature_axis_are_refused():
     with pytest.raises(ValueError, match=r"needs inputs \[batch, features\]"):
         VariationalGaussianProcess(4, "exponentiated_quadratic")(np.zeros(5, "float32"))
+
+
+# -- On both backends (marked `jax`): float32, as JAX runs without x64 -----------------
+
+def _numpy(value):
+    return np.asarray(keras.ops.convert_to_numpy(value))
+
+
+@pytest.mark.jax
+def test_make_distribution_is_the_svgp_predictive_on_the_backends_substrate():
+    # The layer's distribution (TFP's TensorFlow or JAX substrate) against the SVGP
+    # algebra in NumPy float64: mean mu + K_xz K_zz^-1 (m - mu) and variance
+    # k(x, x) - k_xz K_zz^-1 (K_zz - S S^T) K_zz^-1 k_zx + sigma^2; float32 with
+    # cond(K_zz) < 30 here: rtol 1e-4.
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-2.0, 2.0, (5, 1)).astype("float32")
+    z = np.array([[-1.5], [0.0], [1.5]])
+    loc = np.array([0.4, -0.7, 1.1])
+    scale = np.tril(rng.normal(scale=0.3, size=(3, 3))) + np.eye(3)
+    amplitude, length_scale, noise, prior_mean = 1.2, 0.8, 0.1, 0.3
+    layer = VariationalGaussianProcess(
+        3, ExponentiatedQuadraticProvider(amplitude, length_scale),
+        inducing_index_points_initializer=keras.initializers.Constant(z),
+        unconstrained_observation_noise_variance_initializer=math.log(math.expm1(noise)),
+        variational_inducing_observations_scale_initializer=keras.initializers.Constant(
+            scale), jitter=0.0)
+    layer.build((None, 1))
+    layer.mean.assign(prior_mean)
+    layer.variational_inducing_observations_loc.assign(loc[None].astype("float32"))
+
+    def moments(points):
+        distribution = layer.make_distribution(points)
+        return (distribution.mean(), distribution.variance(),
+                distribution.variational_loss(np.zeros((5, 1), "float32")))
+
+    if keras.backend.backend() == "jax":  # one compilation, as in a training step
+        import jax  # noqa: PLC0415
+
+        moments = jax.jit(moments)
+    predicted_mean, predicted_variance, loss = (_numpy(v) for v in moments(x))
+    x64 = x.astype(np.float64)
+    k_zz, k_xz = _eq_kernel(z, z, amplitude, length_scale), _eq_kernel(
+        x64, z, amplitude, length_scale)
+    assert np.linalg.cond(k_zz) < 30
+    weights = np.linalg.solve(k_zz, k_xz.T).T
+    mean = prior_mean + weights @ (loc - prior_mean)
+    variance = (amplitude ** 2 - np.sum(weights * ((k_zz - scale @ scale.T) @ weights.T).T, 1)
+                + noise)
+    np.testing.assert_allclose(predicted_mean[:, 0], mean, rtol=1e-4)
+    np.testing.assert_allclose(predicted_variance[:, 0], variance, rtol=1e-4)
+    assert loss.shape == (1,) and np.isfinite(loss).all()
+
+
+@pytest.mark.jax
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's error")
+def test_keras_use_on_jax_is_refused_with_one_line_naming_the_backend():
+    layer = VariationalGaussianProcess(4, "exponentiated_quadratic")
+    with pytest.raises(NotImplementedError, match=r"^VariationalGaussianProcess runs inside "
+                       r"Keras models on the TensorFlow backend only: .*JAX backend.*"
+                       r"KERAS_BACKEND=tensorflow.*make_distribution") as error:
+        layer(np.zeros((2, 1), "float32"))
+    assert "\n" not in str(error.value)
+    with pytest.raises(NotImplementedError, match="TensorFlow backend only"):
+        keras.Model(inputs := keras.Input((1,)), layer(inputs))

@@ -3,13 +3,14 @@
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from tfp_bnn import _validation
+from tfp_bnn import _variables
 from tfp_bnn import noise
 from tfp_bnn._memory import check_bytes
 from tfp_bnn.layers._mixed_precision import float32_variables
+from tfp_bnn.layers.gaussian_process import _linalg
 from tfp_bnn.layers._tracing import sample_context
 
 LIKELIHOODS = ("regression", "classification")
@@ -229,7 +230,7 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
 
     # -- features and posterior ---------------------------------------------------
     def _read(self, variable):
-        return tf.cast(tf.convert_to_tensor(variable), self.work_dtype)
+        return ops.cast(_variables.read(variable), self.work_dtype)
 
     def random_features(self, inputs):
         """phi(inputs) = sqrt(2 / D) cos(h W + b), the random Fourier features.
@@ -242,22 +243,22 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
             A tensor [batch, D] in `work_dtype`, D = `num_inducing`.
         """
         with float32_variables():
-            h = tf.cast(inputs, self.work_dtype)
+            h = ops.cast(inputs, self.work_dtype)
             if self.input_normalization is not None:
-                h = tf.cast(self.input_normalization(h), self.work_dtype)
-            projected = tf.matmul(h, self._read(self.random_kernel)) + self._read(
+                h = ops.cast(self.input_normalization(h), self.work_dtype)
+            projected = ops.matmul(h, self._read(self.random_kernel)) + self._read(
                 self.random_bias)
-        return math.sqrt(2.0 / self.num_inducing) * tf.cos(projected)
+        return math.sqrt(2.0 / self.num_inducing) * ops.cos(projected)
 
     def _ridge_eye(self):
-        return self.ridge_penalty * tf.eye(self.num_inducing, dtype=self.work_dtype)
+        return self.ridge_penalty * ops.eye(self.num_inducing, dtype=self.work_dtype)
 
     def reset_covariance(self):
         """Sets the precision matrix back to ridge * I (what `ResetCovariance` calls)."""
         self.precision.assign(self._ridge_eye())
 
     def _cholesky(self):
-        return tf.linalg.cholesky(tf.convert_to_tensor(self.precision))
+        return _linalg.cholesky(_variables.read(self.precision))
 
     def covariance(self):
         """Sigma = ridge * P^-1, the posterior covariance of each output's beta.
@@ -265,8 +266,8 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         Returns:
             A tensor [D, D] in `work_dtype`.
         """
-        eye = tf.eye(self.num_inducing, dtype=self.work_dtype)
-        return self.ridge_penalty * tf.linalg.cholesky_solve(self._cholesky(), eye)
+        eye = ops.eye(self.num_inducing, dtype=self.work_dtype)
+        return self.ridge_penalty * _linalg.cholesky_solve(self._cholesky(), eye)
 
     def predictive_variance(self, features):
         """phi^T Sigma phi, the predictive variance of each output's logit.
@@ -277,9 +278,9 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         Returns:
             A tensor [batch] in `work_dtype`.
         """
-        features = tf.cast(features, self.work_dtype)
-        half = tf.linalg.triangular_solve(self._cholesky(), tf.transpose(features))
-        return self.ridge_penalty * tf.reduce_sum(tf.square(half), axis=0)
+        features = ops.cast(features, self.work_dtype)
+        half = _linalg.triangular_solve(self._cholesky(), ops.transpose(features))
+        return self.ridge_penalty * ops.sum(ops.square(half), axis=0)
 
     def predictive_samples(self, num_samples):
         """S draws beta_s = beta_MAP + sqrt(ridge) L^-T eps, P = L L^T: [S, D, units].
@@ -293,13 +294,13 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
             A tensor [S, D, units].
         """
         size, units = self.num_inducing, self.units
-        eps = noise.normal(tf.stack([size, num_samples * units]), self.work_dtype,
+        eps = noise.normal(_linalg.noise_shape(size, num_samples * units), self.work_dtype,
                            noise.next_seed(self.seed_generator))
         # One solve for all samples: L^T x = eps, eps's columns the S * units draws.
-        deltas = tf.linalg.triangular_solve(self._cholesky(), eps, adjoint=True)
-        deltas = tf.transpose(tf.reshape(deltas, tf.stack([size, num_samples, units])),
-                              [1, 0, 2])
-        scale = math.sqrt(self.ridge_penalty) * tf.cast(self.sampling, self.work_dtype)
+        deltas = _linalg.triangular_solve(self._cholesky(), eps, transpose=True)
+        deltas = ops.transpose(
+            ops.reshape(deltas, _linalg.noise_shape(size, num_samples, units)), [1, 0, 2])
+        scale = math.sqrt(self.ridge_penalty) * ops.cast(self.sampling, self.work_dtype)
         with float32_variables():
             return self._read(self.kernel)[None] + scale * deltas
 
@@ -307,21 +308,23 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
         if self.likelihood == "regression":
             return None
         if self.units == 1:
-            p = tf.sigmoid(logits[:, 0])
+            p = ops.sigmoid(logits[:, 0])
         else:
-            p = tf.reduce_max(tf.nn.softmax(logits, axis=-1), axis=-1)
+            p = ops.max(ops.softmax(logits, axis=-1), axis=-1)
         return p * (1.0 - p)
 
     def _update_precision(self, features, logits):
-        features = tf.stop_gradient(features)
-        weights = self._hessian_weights(tf.stop_gradient(logits))
+        # A variable assignment in `call`: Keras' JAX trainer carries the new value
+        # of this non-trainable variable out of the jitted step.
+        features = ops.stop_gradient(features)
+        weights = self._hessian_weights(ops.stop_gradient(logits))
         if weights is not None:
-            features = features * tf.sqrt(weights)[:, None]
-        batch = tf.matmul(features, features, transpose_a=True)
+            features = features * ops.sqrt(weights)[:, None]
+        batch = _linalg.gram(features)
         if self.momentum is None:
             self.precision.assign_add(batch)
             return
-        rows = tf.cast(tf.shape(features)[0], self.work_dtype)
+        rows = ops.cast(ops.shape(features)[0], self.work_dtype)
         ridge = self._ridge_eye()
         self.precision.assign(ridge + self.momentum * (self.precision - ridge)
                               + (1.0 - self.momentum) * batch / rows)
@@ -334,21 +337,21 @@ class RandomFeatureGaussianProcess(keras.layers.Layer):
             count = context.num_samples
             kernels = context.draws.get(id(self))
             kernels = self.predictive_samples(count) if kernels is None else kernels
-            tiles = tf.reshape(features, tf.stack([count, -1, self.num_inducing]))
-            outputs = tf.reshape(tf.matmul(tiles, kernels), [-1, self.units])
+            tiles = ops.reshape(features, (count, -1, self.num_inducing))
+            outputs = ops.reshape(ops.matmul(tiles, kernels), (-1, self.units))
         else:
             with float32_variables():
-                outputs = tf.matmul(features, self._read(self.kernel))
+                outputs = ops.matmul(features, self._read(self.kernel))
         if self.use_bias:
             with float32_variables():
                 outputs = outputs + self._read(self.bias)
         if training:
             self._update_precision(features, outputs)
-        result = tf.cast(outputs, self.compute_dtype)
+        result = ops.cast(outputs, self.compute_dtype)
         if not return_variance:
             return result
-        variance = tf.cast(self.predictive_variance(features), self.compute_dtype)
-        return result, tf.broadcast_to(variance[:, None], tf.shape(result))
+        variance = ops.cast(self.predictive_variance(features), self.compute_dtype)
+        return result, ops.broadcast_to(variance[:, None], noise.shape_of(result))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.units)

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
 from tfp_bnn.layers._mixed_precision import float32_variables
 
@@ -75,20 +76,25 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
         super().__init__(layer, power_iterations=power_iterations, **kwargs)
         self.norm_multiplier = _validation.positive("norm_multiplier", norm_multiplier)
 
-    def normalized_weights(self):
+    def normalized_weights(self, power_iterations=None):
         """The kernel scaled so that its spectral norm is at most c.
 
         sigma, the largest singular value of the kernel reshaped to
         [-1, out], is estimated by `power_iterations` steps from the stored
         vector u.
 
+        Args:
+            power_iterations: steps of the power iteration; None for the
+                layer's `power_iterations`.
+
         Returns:
             (new u, W / max(1, sigma / c)), c the `norm_multiplier`; the
             caller stores u during training.
         """
+        steps = self.power_iterations if power_iterations is None else power_iterations
         matrix = ops.reshape(self.kernel, [-1, self.kernel_shape[-1]])
         u = self.vector_u.value
-        for _ in range(self.power_iterations):
+        for _ in range(steps):
             v = _unit(ops.matmul(u, ops.transpose(matrix)))
             u = _unit(ops.matmul(v, matrix))
         u, v = ops.stop_gradient(u), ops.stop_gradient(v)
@@ -100,7 +106,31 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
     def call(self, inputs, training=False):
         # The wrapped layer's own call still autocasts (it enters its own scope).
         with float32_variables():
-            return super().call(inputs, training=training)
+            if training or not _backend.is_jax():
+                # Keras' wrapper: assigns u and the normalised kernel. Inside the
+                # JAX trainer's jitted step u, non-trainable, is carried out of it;
+                # the kernel, trainable, holds its normalised value for this step's
+                # forward pass only (the gradient flows through W / sigma(W), as in
+                # Miyato et al. 2018), and the optimizer then updates the stored W.
+                return super().call(inputs, training=training)
+            return self._normalized_call(inputs)
+
+    def _normalized_call(self, inputs):
+        """The wrapped layer on W / max(1, sigma / c), the stored W left as it is.
+
+        On JAX the stored kernel is the one the optimizer updates, not the
+        normalised one the training steps ran on (see `call`), so inference
+        normalises it too, with sigma from one power-iteration step on the
+        stored u (which stays unchanged): the bound holds at inference as in
+        training, and a kernel inside the bound is used as it is.
+        """
+        raw = self.kernel.value
+        self.kernel.assign(self.normalized_weights(power_iterations=1)[1])
+        try:
+            output = self.layer(inputs)
+        finally:
+            self.kernel.assign(raw)
+        return ops.cast(output, inputs.dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -2,22 +2,33 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
+from tfp_bnn import _variables
 from tfp_bnn import kernels
+from tfp_bnn._substrate import tfb
+from tfp_bnn._substrate import tfd
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers.distribution.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.distribution.distribution_lambda import serialize_callable
 
-tfd = tfp.distributions
-tfb = tfp.bijectors
-
 # What the output tensor forwards beyond the distribution methods every
 # distribution layer forwards: the ELBO pieces TFP's tutorial loss calls.
 VARIATIONAL_METHODS = ("variational_loss", "surrogate_posterior_kl_divergence_prior")
+
+# Keras hands a loss the layer's output array alone, and the ELBO needs the
+# distribution: on TensorFlow the output tensor carries it, a JAX array cannot.
+JAX_UNSUPPORTED = (
+    "VariationalGaussianProcess runs inside Keras models on the TensorFlow backend only: "
+    "its loss `rv_y.variational_loss` needs the predictive distribution carried by the "
+    "output tensor, and on Keras' JAX backend an output array cannot carry one. Use "
+    "KERAS_BACKEND=tensorflow, or on JAX build the layer and call "
+    "`layer.make_distribution(x)` (TFP-on-JAX's VariationalGaussianProcess, with "
+    "`variational_loss`) in your own training step, or use RandomFeatureGaussianProcess."
+)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -162,19 +173,19 @@ class VariationalGaussianProcess(DistributionLambda):
     def _prior_mean(self, x):
         if self.mean_fn is not None:
             return self.mean_fn(x)
-        return tf.convert_to_tensor(self.mean)
+        return _variables.read(self.mean)
 
     def make_distribution(self, inputs):
-        x = tf.convert_to_tensor(inputs)  # at the variables' dtype (see `call`)
-        noise = (tf.zeros((), x.dtype) if self.observation_noise_variance is None
-                 else tf.nn.softplus(tf.convert_to_tensor(self.observation_noise_variance)))
+        x = ops.convert_to_tensor(inputs)  # at the variables' dtype (see `call`)
+        noise = (ops.zeros((), x.dtype) if self.observation_noise_variance is None
+                 else ops.softplus(_variables.read(self.observation_noise_variance)))
         vgp = tfd.VariationalGaussianProcess(
             kernel=self.kernel_provider.kernel,
             index_points=x,
-            inducing_index_points=tf.convert_to_tensor(self.inducing_index_points),
-            variational_inducing_observations_loc=tf.convert_to_tensor(
+            inducing_index_points=_variables.read(self.inducing_index_points),
+            variational_inducing_observations_loc=_variables.read(
                 self.variational_inducing_observations_loc),
-            variational_inducing_observations_scale=tf.convert_to_tensor(
+            variational_inducing_observations_scale=_variables.read(
                 self.variational_inducing_observations_scale),
             mean_fn=self._prior_mean,
             observation_noise_variance=noise,
@@ -194,11 +205,18 @@ class VariationalGaussianProcess(DistributionLambda):
             vgp.surrogate_posterior_kl_divergence_prior)
         return distribution
 
+    def __call__(self, *args, **kwargs):
+        # Before Keras' call wrapper, which would add lines to the message; symbolic
+        # calls too, so that a JAX model fails where it is built, not in `fit`.
+        if _backend.is_jax():
+            raise NotImplementedError(JAX_UNSUPPORTED)
+        return super().__call__(*args, **kwargs)
+
     def call(self, inputs):
         # The GP runs at the variables' dtype: under mixed precision float32, as
         # Cholesky has no float16 kernel and a float16 K_zz would not factor anyway.
         with float32_variables():
-            value = super().call(tf.cast(inputs, self.variable_dtype))
+            value = super().call(ops.cast(inputs, self.variable_dtype))
         distribution = distribution_of(value)
         for name in VARIATIONAL_METHODS:
             setattr(value, name, getattr(distribution, name))
