@@ -34,6 +34,8 @@ class SpectralNormalization(keras.layers.SpectralNormalization):
     steps per call on a persistent vector u. Inference calls use the kernel as it is:
     after `fit` that is the last normalised kernel plus the optimizer's last step, so
     its norm can exceed c by that step (and by the power iteration's estimate error).
+    On JAX, whose trainer keeps the optimizer's kernel rather than the one a step
+    normalised, inference calls normalise it (one power-iteration step from u).
 
     Under mixed precision the normalisation reads and writes the kernel in its own
     (float32) dtype; Keras's wrapper reads it autocast to float16 and so rounds the

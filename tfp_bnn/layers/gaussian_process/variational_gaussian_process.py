@@ -68,6 +68,10 @@ class VariationalGaussianProcess(DistributionLambda):
     TFP's layer effectively requires); under mixed precision the GP runs and
     returns float32 (Cholesky has no float16 kernel).
 
+    On Keras' JAX backend only `make_distribution(x)` runs (and compiles
+    under `jax.jit`): a JAX array cannot carry the distribution to the loss,
+    so inside a Keras model the layer raises `NotImplementedError`.
+
     Args:
         num_inducing_points: M, the number of inducing points.
         kernel_provider: a `tfp_bnn.kernels.KernelProvider`, e.g.
