@@ -5,7 +5,7 @@
 convolution layer only sets `rank` (and its docstring).
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.layers.variational.base import BayesianLayer
 from tfp_bnn.layers.variational.dense_flipout import flipout_call

@@ -19,7 +19,7 @@ than Keras' Conv3D channels_first, which XLA compiles on CPU.
 This module is the one place that decides; the layers call `conv`.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 
