@@ -49,3 +49,9 @@ def test_the_same_seed_gives_the_same_signs_and_another_seed_others():
     # Two independent fair sign arrays of 2,560 entries agree on about half.
     agreement = np.mean(first == other)
     assert abs(agreement - 0.5) < 4 * 0.5 / np.sqrt(first.size)
+
+
+def test_the_philox_id_is_tensorflows():
+    import tensorflow as tf  # noqa: PLC0415 - a TensorFlow constant, on either backend
+
+    assert noise._PHILOX == tf.random.Algorithm.PHILOX.value

@@ -8,7 +8,7 @@ import os
 import shutil
 import uuid
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 
 def check_new_path(path):

@@ -15,7 +15,7 @@ computes in `dtype`.
 """
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.distributions.classes import class_log_probabilities
 
@@ -34,7 +34,7 @@ def per_sample(values, num_samples, dtype):
     return tf.reshape(values, tf.concat([[num_samples, -1], tf.shape(values)[1:]], 0))
 
 
-def regression_terms(outputs, output, num_samples=None, dtype=tf.float64):
+def regression_terms(outputs, output, num_samples=None, dtype="float64"):
     """(means, variances) [S, B, D] of sampled outputs; variances None for output="mean".
 
     "mean_log_variance" outputs are [means, log variances] on the last axis; "distribution"
@@ -65,7 +65,7 @@ def regression_terms(outputs, output, num_samples=None, dtype=tf.float64):
     return means, tf.exp(log_variances)
 
 
-def class_log_probs(outputs, output, num_samples=None, dtype=tf.float64):
+def class_log_probs(outputs, output, num_samples=None, dtype="float64"):
     """log p(class) [S, B, K] of sampled outputs of kind `output` (see CLASSIFICATION_OUTPUTS).
 
     For output="distribution", `outputs` is the class distribution with batch S * B.

@@ -14,8 +14,8 @@ before `keras.layers.Layer.__init__` sees the keyword arguments.
 import math
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 tfd = tfp.distributions
 

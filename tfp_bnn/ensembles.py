@@ -42,7 +42,7 @@ Example:
 """
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check

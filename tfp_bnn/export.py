@@ -30,7 +30,7 @@ at once, naming the way across (a `.keras` file loaded under TensorFlow).
 """
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 from tfp_bnn import _keras_internals

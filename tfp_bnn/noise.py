@@ -29,14 +29,16 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 
 # Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
 _U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
-# TensorFlow's id of the Philox algorithm, as the raw ops take it.
-_PHILOX = tf.random.Algorithm.PHILOX.value
+# TensorFlow's id of the Philox algorithm, as the raw ops take it
+# (`tf.random.Algorithm.PHILOX.value`, checked by tests/test_noise.py; a
+# literal so that importing this module does not load TensorFlow).
+_PHILOX = 1
 
 
 def in_xla_context():

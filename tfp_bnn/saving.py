@@ -36,7 +36,8 @@ import stat
 import zipfile
 
 import keras
-import tensorflow as tf
+from tfp_bnn import _tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn._keras_archive import check_keras_archive
 from tfp_bnn._keras_archive import file_kind
@@ -47,7 +48,15 @@ _UNKNOWN_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'")
 # h5py raises RuntimeError for a damaged HDF5 heap or symbol table and
 # OverflowError for a forged size; RecursionError is a RuntimeError.
 _LOAD_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OSError,
-                EOFError, RuntimeError, OverflowError, zipfile.BadZipFile, tf.errors.OpError)
+                EOFError, RuntimeError, OverflowError, zipfile.BadZipFile)
+
+
+def _load_errors():
+    """`_LOAD_ERRORS`, with TensorFlow's op errors where TensorFlow is loaded (a
+    process that never imported it cannot have raised one)."""
+    if _tf.loaded():
+        return _LOAD_ERRORS + (tf.errors.OpError,)
+    return _LOAD_ERRORS
 # protobuf refuses messages over 2 GiB.
 MAX_GRAPH_BYTES = 2**31 - 1
 
@@ -158,7 +167,7 @@ def load_model(path, safe_mode=True, compile=True):
     check_keras_archive(path, info.st_mode)
     try:
         return keras.saving.load_model(path, safe_mode=bool(safe_mode), compile=bool(compile))
-    except _LOAD_ERRORS as error:
+    except _load_errors() as error:
         raise ValueError(_describe_keras_error(path, error)) from error
 
 
@@ -261,7 +270,7 @@ def load_predictive(path):
     except IndexError as error:  # the checkpoint reader's "Read less bytes than requested"
         raise ValueError(f"Cannot load the SavedModel {path!r}: a variables/ data file is "
                          f"shorter than variables.index says (truncated; {error}).") from error
-    except _LOAD_ERRORS as error:
+    except _load_errors() as error:
         raise ValueError(f"Cannot load the SavedModel {path!r}: it is corrupted or "
                          f"incomplete ({_innermost(error)})") from error
     if not hasattr(loaded, "serve"):

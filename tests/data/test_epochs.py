@@ -1,10 +1,13 @@
 """shuffled_epochs: each epoch's order depends on (seed, epoch) only."""
 
+import keras
 import numpy as np
 import pytest
 
 from tfp_bnn.data import shuffled_epochs
 from tfp_bnn.data import steps_per_epoch
+
+pytestmark = pytest.mark.jax
 
 
 def _batches(dataset):
@@ -60,3 +63,16 @@ def test_bad_arguments_are_named(kwargs, message):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         shuffled_epochs(**arguments)
+
+
+def test_fit_reads_each_epochs_batches_from_one_stream():
+    # Keras reads epochs 1 and 2 from one stream: a stream that ran out early
+    # would stop `fit` ("ran out of data") with fewer epochs in the history.
+    x = np.arange(10, dtype="float32")[:, None]
+    y = np.zeros(10, dtype="float32")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    history = model.fit(shuffled_epochs(x, y, 4, seed=0, epochs=3, first_epoch=1),
+                        epochs=3, initial_epoch=1, steps_per_epoch=steps_per_epoch(10, 4),
+                        verbose=0)
+    assert len(history.history["loss"]) == 2

@@ -142,13 +142,13 @@ def test_tfp_arguments_round_trip_through_a_layer_config():
 def _draw_paths(monkeypatch):
     """Which weight sizes `MeanFieldNormal.draw` hands to the compiled cluster."""
     fused_sizes = []
-    cluster = posteriors.mean_field._fused_draw_terms
+    cluster = posteriors.mean_field._fused_draw_terms()
 
     def recording(loc, *args):
         fused_sizes.append(int(np.prod(loc.shape)))
         return cluster(loc, *args)
 
-    monkeypatch.setattr(posteriors.mean_field, "_fused_draw_terms", recording)
+    monkeypatch.setattr(posteriors.mean_field, "_fused_draw_terms", lambda: recording)
     return fused_sizes
 
 

@@ -1,7 +1,7 @@
 """Callback that sets the KL weight of every variational layer during `fit`."""
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 from tfp_bnn import _keras_internals

@@ -3,9 +3,10 @@
 import math
 
 import numpy as np
-import tensorflow as tf
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation as check
+from tfp_bnn._tf import tf
 
 
 def steps_per_epoch(num_examples, batch_size):
@@ -49,6 +50,10 @@ def shuffled_epochs(x, y, batch_size, seed, epochs, first_epoch=0):
     Returns:
         A `tf.data.Dataset` of `(x_batch, y_batch)` tuples (of `x_batch`
         alone when `y` is None), the batches of epoch `first_epoch` first.
+        On Keras' JAX backend, which runs without TensorFlow, a generator of
+        the same NumPy batches, each epoch's order NumPy's permutation keyed
+        by (seed, epoch): the same property, other orders than TensorFlow's
+        stateless shuffle. `fit` takes either with `steps_per_epoch`.
 
     Example:
     >>> x = np.arange(20, dtype="float32").reshape(10, 2)
@@ -77,6 +82,8 @@ def shuffled_epochs(x, y, batch_size, seed, epochs, first_epoch=0):
         if len(y) != num:
             raise ValueError(f"`x` has {num} rows but `y` has {len(y)}.")
     seed = int(seed) % (2**31 - 1)
+    if _backend.is_jax():
+        return _numpy_epochs(x, y, int(batch_size), seed, int(first_epoch), int(epochs))
 
     def epoch_indices(epoch):
         key = tf.stack([tf.constant(seed, tf.int64), epoch])
@@ -94,3 +101,12 @@ def shuffled_epochs(x, y, batch_size, seed, epochs, first_epoch=0):
 
     data = tf.data.Dataset.range(int(first_epoch), int(epochs)).flat_map(epoch_indices)
     return data.map(gather).prefetch(2)
+
+
+def _numpy_epochs(x, y, batch_size, seed, first_epoch, epochs):
+    """The batches of `shuffled_epochs` on JAX, ordered by NumPy's (seed, epoch) permutation."""
+    for epoch in range(first_epoch, epochs):
+        order = np.random.default_rng([seed, epoch]).permutation(len(x))
+        for start in range(0, len(x), batch_size):
+            rows = order[start:start + batch_size]
+            yield x[rows] if y is None else (x[rows], y[rows])

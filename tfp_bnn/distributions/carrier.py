@@ -1,6 +1,7 @@
 """Attaching a `tfd.Distribution` to the tensor a distribution layer returns."""
 
-import tensorflow as tf
+from tfp_bnn import _backend
+from tfp_bnn._tf import tf
 
 # The methods a carrying tensor forwards to its distribution: what TFP code
 # calls on a model's output (`rv_y.log_prob(y)`, `yhat.mean()`, ...). None of
@@ -154,7 +155,7 @@ def distribution_of(tensor):
 # its input: there `tfp_bnn.losses.NegativeLogLikelihood()` cannot find the
 # distribution either, and the head's dtype must be the loss' dtype.
 _FORWARDED = frozenset(FORWARDED_METHODS)
-_tensorflow_getattr = tf.Tensor.__getattr__
+_tensorflow_getattr = None  # TensorFlow's own, saved by `_install`
 
 
 def _getattr_through_casts(tensor, name):
@@ -171,4 +172,14 @@ def _getattr_through_casts(tensor, name):
     return _tensorflow_getattr(tensor, name)
 
 
-tf.Tensor.__getattr__ = _getattr_through_casts
+def _install():
+    global _tensorflow_getattr
+    _tensorflow_getattr = tf.Tensor.__getattr__
+    tf.Tensor.__getattr__ = _getattr_through_casts
+
+
+# Keras' JAX backend computes with JAX arrays, and tfp_bnn imports there
+# without TensorFlow: the TensorFlow tensors' lookup is only patched where
+# they are what Keras computes with.
+if not _backend.is_jax():
+    _install()

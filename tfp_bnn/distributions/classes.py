@@ -1,12 +1,12 @@
 """Class log-probabilities of a classifier's output distribution."""
 
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 tfd = tfp.distributions
 
 
-def class_log_probabilities(distribution, dtype=tf.float32):
+def class_log_probabilities(distribution, dtype="float32"):
     """log p(class) [rows, K] of a Categorical, OneHotCategorical or single Bernoulli.
 
     A Bernoulli (one binary output, possibly inside `tfd.Independent`) is

@@ -18,8 +18,8 @@ event shapes, or elements whose own event shapes differ) raise
 NotImplementedError, as TFP does for an unregistered pair.
 """
 
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 tfd = tfp.distributions
 

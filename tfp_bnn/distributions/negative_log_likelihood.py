@@ -1,7 +1,7 @@
 """The loss of a model whose output is a distribution: -log p(y)."""
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.distributions.carrier import distribution_of
 

@@ -18,8 +18,8 @@ callable (`JointDistributionSequential`'s functions) or a class of your own.
 import inspect
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 tfd = tfp.distributions
 tfb = tfp.bijectors

@@ -3,8 +3,8 @@
 import math
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 # softplus(LOG_E_MINUS_1) = 1, so m(LOG_E_MINUS_1) = -1 + 1 = 0: the raw value
 # at which a planar or Sylvester step is the identity.

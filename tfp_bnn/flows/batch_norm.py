@@ -1,6 +1,6 @@
 """Batch normalization as a flow (Dinh et al. 2017)."""
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 from tfp_bnn.flows import _common

@@ -1,6 +1,6 @@
 """Planar flow (Rezende & Mohamed 2015)."""
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.flows import _common
 

@@ -1,6 +1,6 @@
 """Orthogonal Sylvester flow with Householder Q (van den Berg et al. 2018)."""
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.flows import _common
 

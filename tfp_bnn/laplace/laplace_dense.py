@@ -1,7 +1,7 @@
 """`LaplaceDense`: a Dense layer whose weights are drawn from a Laplace posterior."""
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 from tfp_bnn import noise

@@ -27,7 +27,7 @@ rules are the same.
 
 import math
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 

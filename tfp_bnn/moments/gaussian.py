@@ -23,7 +23,7 @@ cannot output): return `m.mean, m.cov` and rebuild the tuple outside.
 import typing
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 
@@ -81,8 +81,9 @@ def check_mode(mode, name="mode"):
 
 
 class _MomentsFields(typing.NamedTuple):
-    mean: tf.Tensor
-    cov: typing.Optional[tf.Tensor]
+    # Annotations as text: importing this module does not load TensorFlow.
+    mean: "tf.Tensor"
+    cov: "typing.Optional[tf.Tensor]"
     mode: str
 
 

@@ -73,7 +73,7 @@ Diagonal mode takes C diagonal and keeps only Var[z_ji]; it is the
 diagonal of full mode for a diagonal input covariance.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments

@@ -27,7 +27,7 @@ simplifies further).
 import math
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 

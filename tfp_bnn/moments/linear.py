@@ -23,7 +23,7 @@ mode keeps j = k, a = c:
 Both are exact (independence is all they use).
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances

@@ -7,7 +7,7 @@ their moments are exact: selecting a token keeps that token's block of
 the covariance, averaging applies the averaging matrix on both sides.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 

@@ -29,7 +29,7 @@ Diagonal mode keeps only the variances (all covariances taken as zero):
               = ([ma^2, va] @ [vb; mb^2 + vb])_ik      (one product)
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
@@ -39,16 +39,18 @@ from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
 
 
-def diagonal_variance(ma, va, mb, vb, product=tf.matmul, b_axis=-2):
+def diagonal_variance(ma, va, mb, vb, product=None, b_axis=-2):
     """Var[a @ b] for independent a, b with diagonal variances (None = constant).
 
     sum_r va_ir vb_rk + ma_ir^2 vb_rk + va_ir mb_rk^2 = ma^2 @ vb +
     va @ (mb^2 + vb), evaluated as one product [ma^2, va] @ [vb; mb^2 + vb]
     over the doubled contracted axis when both are random.
-    `product(x, y)` is the matrix product (e.g. an einsum over head axes),
+    `product(x, y)` is the matrix product (e.g. an einsum over head axes;
+    None for `tf.matmul`),
     contracting the last axis of x with axis `b_axis` of y. None if both
     are constants.
     """
+    product = tf.matmul if product is None else product
     if va is not None and vb is not None:
         return product(tf.concat([tf.square(ma), va], axis=-1),
                        tf.concat([vb, tf.square(mb) + vb], axis=b_axis))

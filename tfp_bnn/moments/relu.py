@@ -34,7 +34,7 @@ relu(m) with zero variance under both methods.
 
 import math
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments

@@ -58,7 +58,7 @@ part, and Cov[x + y] = Cov[y] + C + L C + C L^T >= (L + I) C (L + I)^T.
 
 import math
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances

@@ -19,7 +19,7 @@ it gets probability 0 everywhere (and variance 0) rather than NaN, so the
 attention output at such a query is the zero vector.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments

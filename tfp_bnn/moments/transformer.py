@@ -30,7 +30,7 @@ float32 rounding (tests/integration/test_moments_diagonal_reference.py) and is a
 twice as fast under XLA.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation as check
 

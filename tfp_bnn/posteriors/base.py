@@ -6,7 +6,7 @@ See `tfp_bnn.posteriors` for the contract and a worked example.
 import collections
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend

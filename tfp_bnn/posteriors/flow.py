@@ -8,8 +8,8 @@ import math
 import weakref
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation as check
 from tfp_bnn import noise

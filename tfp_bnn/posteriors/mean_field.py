@@ -1,9 +1,10 @@
 """The mean-field Gaussian posterior, sigma = softplus(rho): the default."""
 
+import functools
 import math
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _validation as check
@@ -55,7 +56,10 @@ def _draw_terms(loc, rho, seed, dtype, prior, with_noise, scale_offset=0.0):
 # The same terms as one XLA cluster (forward and the backward XLA derives),
 # for TensorFlow graphs that are not XLA-compiled as a whole (never on JAX,
 # where `noise.in_xla_context()` is always True).
-_fused_draw_terms = tf.function(_draw_terms, jit_compile=True, autograph=False)
+@functools.cache
+def _fused_draw_terms():
+    """The compiled function, made at first use (TensorFlow loads then, not at import)."""
+    return tf.function(_draw_terms, jit_compile=True, autograph=False)
 # Weights per tensor from which the cluster is used. Below it, launching the
 # cluster costs more than TensorFlow's op-by-op kernels do, and each new
 # weight shape would pay an XLA compilation on top (benchmarks/draw_cluster.py:
@@ -206,7 +210,7 @@ class MeanFieldNormal(NormalPosterior):
         # model; outside it, compiling a large weight's terms as one cluster is
         # faster than TensorFlow's op-by-op kernels (FUSE_MIN_SIZE above).
         fused = not noise.in_xla_context() and worth_fusing(loc.shape)
-        fn = _fused_draw_terms if fused else _draw_terms
+        fn = _fused_draw_terms() if fused else _draw_terms
         # A prior with variables (its class overrides `build`) stays out of the
         # compiled function: tf.function would key its trace on the prior's
         # config and reuse one layer's captured prior variables for another.

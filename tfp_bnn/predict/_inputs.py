@@ -8,7 +8,8 @@ Errors name the input and the axis.
 
 import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn import _tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _keras_internals
 
@@ -59,7 +60,7 @@ def _expected_shapes(inputs, expected):
 
 
 def _as_leaf(leaf, label):
-    if isinstance(leaf, tf.Tensor):
+    if _tf.is_tensor(leaf):
         dtype = leaf.dtype
         if not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
             raise ValueError(f"{label} must hold numbers, got a tensor of dtype {dtype.name}.")
@@ -116,11 +117,11 @@ def as_arrays(inputs, model=None):
     """
     expected = _expected_inputs(model)
     if isinstance(expected, list) and len(expected) == 1 and isinstance(inputs, (list, tuple)) \
-            and not any(isinstance(e, (np.ndarray, tf.Tensor)) for e in inputs):
+            and not any(isinstance(e, np.ndarray) or _tf.is_tensor(e) for e in inputs):
         # A nested list of numbers for a single-input model is one array.
         inputs = _as_leaf(inputs, "`x`")
     shapes = _expected_shapes(inputs, expected)
-    leaves = tf.nest.flatten(inputs)
+    leaves = keras.tree.flatten(inputs)
     if not leaves:
         raise ValueError("`x` is empty: no input arrays were given.")
     if len(leaves) == 1:
@@ -144,4 +145,4 @@ def as_arrays(inputs, model=None):
     count = counts.pop()
     if count == 0:
         raise ValueError("`x` has no examples (its first axis has length 0).")
-    return tf.nest.pack_sequence_as(inputs, converted), converted, count
+    return keras.tree.pack_sequence_as(inputs, converted), converted, count

@@ -17,8 +17,8 @@ log-likelihood is exact for any family (not a Gaussian approximation).
 import math
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _predictive
 from tfp_bnn import _validation as check

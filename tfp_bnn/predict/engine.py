@@ -35,7 +35,7 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 from tfp_bnn import _keras_internals
@@ -132,7 +132,7 @@ class MonteCarloRunner:
             multiples = tf.concat([[num_samples], tf.ones([tf.rank(x) - 1], tf.int32)], 0)
             return tf.tile(x, multiples)
 
-        tiled = tf.nest.map_structure(tile, inputs)
+        tiled = keras.tree.map_structure(tile, inputs)
         by_layer = {id(layer): draw for layer, draw in zip(self.layers, draws)}
         with sample_trace(num_samples, by_layer):
             return self.model(tiled, training=False)
@@ -146,16 +146,16 @@ class MonteCarloRunner:
         return distribution_of(outputs)
 
     def _call_impl(self, inputs, draws, num_samples):
-        batch = tf.shape(tf.nest.flatten(inputs)[0])[0]
+        batch = tf.shape(keras.tree.flatten(inputs)[0])[0]
         outputs = self._tiled_outputs(inputs, draws, num_samples)
         # Read at trace time: a subclassed model's distribution head shows only here.
-        self.traced_distribution = any(carries_distribution(y) for y in tf.nest.flatten(outputs))
+        self.traced_distribution = any(carries_distribution(y) for y in keras.tree.flatten(outputs))
 
         def split(y):
             y = tf.convert_to_tensor(y)
             return tf.reshape(y, tf.concat([[num_samples, batch], tf.shape(y)[1:]], 0))
 
-        return tf.nest.map_structure(split, outputs)
+        return keras.tree.map_structure(split, outputs)
 
     def sampled_outputs(self, inputs, num_samples, distribution=False):
         """Untraced: draws S weight samples and runs the model on them, outputs [S, B, ...].
@@ -295,13 +295,13 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
         draws = runner.draw(size)
         for n0 in range(0, count, plan.batch_size):
             n1 = min(count, n0 + plan.batch_size)
-            inputs = tf.nest.pack_sequence_as(x, [leaf[n0:n1] for leaf in leaves])
+            inputs = keras.tree.pack_sequence_as(x, [leaf[n0:n1] for leaf in leaves])
             if distributions:
                 yield Chunk(t0, t0 + size, n0, n1, runner.call_distribution(inputs, draws, size))
                 continue
             outputs = runner.call(inputs, draws, size)
             _values_only(values_of, runner.traced_distribution)
-            yield Chunk(t0, t0 + size, n0, n1, tf.nest.map_structure(np.asarray, outputs))
+            yield Chunk(t0, t0 + size, n0, n1, keras.tree.map_structure(np.asarray, outputs))
         t0 += size
 
 
@@ -336,7 +336,7 @@ def _jax_chunks(model, plan, distributions, values_of):
     for size in sample_chunks(plan.num_samples, plan.samples_per_call, plan.multiple):
         for n0 in range(0, plan.count, plan.batch_size):
             n1 = min(plan.count, n0 + plan.batch_size)
-            inputs = tf.nest.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
+            inputs = keras.tree.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
             outputs = runner.call(inputs, bases, t0, size, width, plan.multiple)
             _values_only(values_of, runner.traced_distribution)
             yield Chunk(t0, t0 + size, n0, n1, outputs)

@@ -11,7 +11,7 @@ Memory is bounded by half the machine's physical memory (`_memory.check_bytes`).
 import math
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn import _tf
 
 from tfp_bnn import _validation as check
 from tfp_bnn._memory import check_bytes
@@ -138,7 +138,7 @@ def plan(num_samples, leaves, count, batch_size=None, samples_per_call=None,
             f"{rows:,} tiled rows per call, over the limit of {MAX_ROWS_PER_CALL:,}; pass a "
             "smaller `samples_per_call` or `batch_size`.")
     row_bytes = sum(math.prod(int(d) for d in leaf.shape[1:]) * leaf.dtype.size
-                    if isinstance(leaf, tf.Tensor) else leaf[:1].nbytes for leaf in leaves)
+                    if _tf.is_tensor(leaf) else leaf[:1].nbytes for leaf in leaves)
     check_bytes(rows * row_bytes, f"The inputs tiled {samples_per_call:,} times per call "
                 f"({rows:,} rows)", "pass a smaller `samples_per_call` or `batch_size`")
     return num_samples, batch_size, samples_per_call

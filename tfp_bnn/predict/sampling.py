@@ -1,7 +1,8 @@
 """Raw Monte Carlo samples of a model's outputs."""
 
+import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
@@ -49,7 +50,7 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
     limits.check_results(model, plan.num_samples, plan.count, what, dtype=np.float32)
     structure, stores = None, None
     for chunk in engine.chunks(model, plan, jit_compile=jit_compile):
-        leaves = tf.nest.flatten(chunk.outputs)
+        leaves = keras.tree.flatten(chunk.outputs)
         if stores is None:
             shapes = [(plan.num_samples, plan.count) + leaf.shape[2:] for leaf in leaves]
             for shape, leaf in zip(shapes, leaves):
@@ -58,4 +59,4 @@ def sample(model, x, num_samples=100, batch_size=None, samples_per_call=None,
             stores = [np.empty(shape, leaf.dtype) for shape, leaf in zip(shapes, leaves)]
         for store, leaf in zip(stores, leaves):
             store[chunk.t0:chunk.t1, chunk.n0:chunk.n1] = leaf
-    return tf.nest.pack_sequence_as(structure, stores)
+    return keras.tree.pack_sequence_as(structure, stores)

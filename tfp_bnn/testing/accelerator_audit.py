@@ -38,7 +38,7 @@ Example:
 import dataclasses
 import functools
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from tensorflow.python.framework import kernels
 from tensorflow.python.framework import op_def_registry
 

@@ -16,7 +16,7 @@ import tempfile
 
 import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _keras_internals
 from tfp_bnn.layers.variational.base import BayesianLayer

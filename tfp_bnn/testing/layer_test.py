@@ -13,7 +13,7 @@ import tempfile
 
 import keras
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.modes import set_mean_mode
 from tfp_bnn.testing._common import random_inputs

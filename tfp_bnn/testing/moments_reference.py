@@ -14,7 +14,7 @@
 import math
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 _KEYS = ("query", "key", "value", "output", "norm1", "ffn1", "ffn2", "norm2")
 

@@ -17,7 +17,7 @@ Example:
 import inspect
 
 import numpy as np
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _keras_internals
 from tfp_bnn.predict.engine import runner_for

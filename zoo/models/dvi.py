@@ -43,7 +43,7 @@ TensorShape([32])
 import math
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 import tfp_bnn
 from tfp_bnn import _validation as check

@@ -26,7 +26,7 @@ propagated covariance plus noise.
 """
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 import tfp_bnn
 from tfp_bnn import _validation as check

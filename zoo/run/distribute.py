@@ -54,7 +54,7 @@ import json
 import os
 import shutil
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn.callbacks import AtomicBackupAndRestore
 

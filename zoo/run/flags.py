@@ -249,8 +249,11 @@ def start_tensorflow_quietly():
     descriptor 2 points at /dev/null during the import. A failed import
     still raises, with its message. TF_ENABLE_ONEDNN_OPTS is left alone: it
     changes the numbers, not the logging.
+
+    On Keras' JAX backend (`KERAS_BACKEND=jax`) nothing is imported: the
+    JAX core runs without TensorFlow, which a GPU machine may not have.
     """
-    if "tensorflow" in sys.modules:
+    if "tensorflow" in sys.modules or os.environ.get("KERAS_BACKEND") == "jax":
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:

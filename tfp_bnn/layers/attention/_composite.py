@@ -9,7 +9,7 @@ passed through to the sublayers (with the messages `BayesianLayer` gives),
 derives the sublayers' seeds and holds the training-only dropout.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation
 from tfp_bnn import noise

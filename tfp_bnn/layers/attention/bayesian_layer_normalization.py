@@ -1,7 +1,7 @@
 """Layer normalization whose gain and shift are random variables."""
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation
 from tfp_bnn.layers.variational.base import BayesianLayer

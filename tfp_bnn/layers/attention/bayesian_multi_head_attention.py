@@ -3,7 +3,7 @@
 import math
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _keras_internals

@@ -2,7 +2,7 @@
 
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation

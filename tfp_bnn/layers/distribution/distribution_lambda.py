@@ -4,8 +4,8 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
 from tfp_bnn import noise
@@ -76,9 +76,16 @@ class ParamsSize(int):
     of TFP's int32, and `tf.convert_to_tensor` makes it an int32 tensor.
     """
 
-    dtype = tf.int32
-    shape = tf.TensorShape([])
     ndim = 0
+
+    # Properties, so that importing the module does not load TensorFlow.
+    @property
+    def dtype(self):
+        return tf.int32
+
+    @property
+    def shape(self):
+        return tf.TensorShape([])
 
     def numpy(self):
         return np.int32(self)

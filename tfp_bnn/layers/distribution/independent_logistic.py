@@ -1,7 +1,7 @@
 """Independent Logistic output distribution (TFP's `IndependentLogistic`)."""
 
 import keras
-import tensorflow_probability as tfp
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn.layers.distribution.independent_normal import IndependentNormal
 

@@ -1,7 +1,7 @@
 """Independent Poisson output distribution (TFP's `IndependentPoisson`)."""
 
 import keras
-import tensorflow_probability as tfp
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution

@@ -22,8 +22,8 @@ so `KLDivergenceAddLoss` passes the symbolic tensor through unchanged.
 """
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation as check
 from tfp_bnn.distributions.carrier import attach
@@ -100,8 +100,9 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
             for none, an int or a tuple of ints.
         test_points_fn: callable output -> test points z; the output is the
             layer's output tensor, which forwards its distribution's methods
-            (`sample`, `mean`, ...). The default `tf.convert_to_tensor` is
-            the output itself, the layer's sample.
+            (`sample`, `mean`, ...). The default `keras.ops.convert_to_tensor`
+            (or TFP's `tf.convert_to_tensor`, the same) is the output
+            itself, the layer's sample.
         weight: a number multiplying the KL, or None for 1.
 
     Returns:
@@ -119,7 +120,7 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
     """
 
     def __init__(self, distribution_b, use_exact_kl=False, test_points_reduce_axis=(),
-                 test_points_fn=tf.convert_to_tensor, weight=None):
+                 test_points_fn=keras.ops.convert_to_tensor, weight=None):
         self.distribution_b, self._distribution_b_config = _check_distribution_b(distribution_b)
         self.use_exact_kl = check.boolean("use_exact_kl", use_exact_kl)
         self.test_points_reduce_axis = _check_reduce_axis(test_points_reduce_axis)
@@ -194,7 +195,8 @@ class KLDivergenceAddLoss(keras.layers.Layer):
             estimate: None (the default) for all, () for none, an int or a
             tuple of ints.
         test_points_fn: callable output -> test points; default
-            `tf.convert_to_tensor`, the input's own sample.
+            `keras.ops.convert_to_tensor` (or TFP's `tf.convert_to_tensor`,
+            the same), the input's own sample.
         weight: a number multiplying the KL, or None for 1.
         **kwargs: base layer arguments (name, dtype, ...). Under a mixed
             precision policy the layer defaults to float32, as the
@@ -218,7 +220,7 @@ class KLDivergenceAddLoss(keras.layers.Layer):
     """
 
     def __init__(self, distribution_b, use_exact_kl=False, test_points_reduce_axis=None,
-                 test_points_fn=tf.convert_to_tensor, weight=None, **kwargs):
+                 test_points_fn=keras.ops.convert_to_tensor, weight=None, **kwargs):
         super().__init__(**_default_dtype(kwargs))
         self._regularizer = KLDivergenceRegularizer(
             distribution_b, use_exact_kl=use_exact_kl,

@@ -2,8 +2,8 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
 from tfp_bnn.layers.distribution.distribution_lambda import EventSizeDistribution

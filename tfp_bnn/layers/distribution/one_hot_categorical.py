@@ -1,8 +1,8 @@
 """One-hot categorical output distribution (TFP's `OneHotCategorical`)."""
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
 from tfp_bnn.layers.distribution.distribution_lambda import EventSizeDistribution

@@ -10,7 +10,7 @@ The shapes of the posterior draws are dynamic on TensorFlow, static on JAX.
 """
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 

@@ -13,7 +13,7 @@ log-probabilities.
 import math
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend

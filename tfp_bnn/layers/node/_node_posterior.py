@@ -11,8 +11,8 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
+from tfp_bnn._tf import tf
+from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
 from tfp_bnn import noise as noise_lib

@@ -65,7 +65,7 @@ start near the identity.
 import math
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _validation

@@ -2,7 +2,7 @@
 
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend

@@ -5,7 +5,7 @@
 convolution layer only sets `rank` (and its docstring).
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 from tfp_bnn.layers.variational.base import BayesianLayer

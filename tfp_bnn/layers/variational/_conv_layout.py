@@ -22,7 +22,7 @@ either layout on any device: channels_first runs as such there.
 This module is the one place that decides; the layers call `conv`.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend

@@ -6,7 +6,7 @@ variational layer applies weight sample s to slice s: one traced call
 computes S forward passes.
 """
 
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend

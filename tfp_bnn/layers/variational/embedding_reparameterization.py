@@ -1,7 +1,7 @@
 """Embedding layer with a sampled embedding matrix: the reparameterization estimator."""
 
 import keras
-import tensorflow as tf
+from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _backend
