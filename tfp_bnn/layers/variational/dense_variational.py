@@ -5,10 +5,10 @@ import math
 import keras
 from keras import ops
 
-from tfp_bnn import _validation
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
 from tfp_bnn._tfp_names import builder_advice
+from tfp_bnn._tfp_names import kl_estimator_with_tfp_alias
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers.variational._dense_base import BayesianDenseBase
 
@@ -279,19 +279,10 @@ class DenseVariational(BayesianDenseBase):
 
 def _estimator(kl_estimator, kl_use_exact, prior):
     """The `kl_estimator` that `kl_estimator` and TFP's `kl_use_exact` say together."""
-    if kl_use_exact is not None:
-        kl_use_exact = _validation.boolean("kl_use_exact", kl_use_exact)
-        implied = "analytic" if kl_use_exact else "mc"
-        if kl_estimator is not None and kl_estimator != implied:
-            raise ValueError(
-                f"`kl_use_exact`={kl_use_exact} and `kl_estimator`={kl_estimator!r} disagree: "
-                f"kl_use_exact={kl_use_exact} is kl_estimator={implied!r}; give one of them."
-            )
-        if kl_use_exact and not prior.has_analytic_kl:
-            raise ValueError(
-                f"`kl_use_exact`=True needs a prior with a closed-form KL; {prior!r} has "
-                "none. Use kl_use_exact=False (the Monte Carlo estimate)."
-            )
-        return implied
-    # TFP's default, kl_use_exact=False: the Monte Carlo estimate.
-    return "mc" if kl_estimator is None else kl_estimator
+    estimator = kl_estimator_with_tfp_alias(kl_estimator, "kl_use_exact", kl_use_exact)
+    if kl_use_exact and not prior.has_analytic_kl:
+        raise ValueError(
+            f"`kl_use_exact`=True needs a prior with a closed-form KL; {prior!r} has "
+            "none. Use kl_use_exact=False (the Monte Carlo estimate)."
+        )
+    return estimator
