@@ -5,6 +5,7 @@ import tensorflow_probability as tfp
 
 from tfp_bnn._tfp_names import BUILDER_ADVICE
 from tfp_bnn._tfp_names import builder_advice
+from tfp_bnn._tfp_names import kl_estimator_with_tfp_alias
 from tfp_bnn.layers import Conv2DFlipout
 from tfp_bnn.layers import DenseFlipout
 from tfp_bnn.layers import DenseLocalReparameterization
@@ -123,3 +124,25 @@ def test_an_unreadable_builder_gets_both_posterior_families():
     advice = builder_advice("posterior", lambda *args: None)
     assert advice == BUILDER_ADVICE["posterior"]
     assert "MeanFieldNormal" in advice and "FullCovarianceNormal" in advice
+
+
+@pytest.mark.parametrize("kl_estimator, tfp_value, expected", [
+    (None, None, "mc"),  # TFP's default: kl_use_exact=False, use_exact_kl=False
+    (None, True, "analytic"),
+    (None, False, "mc"),
+    ("auto", None, "auto"),
+    ("analytic", True, "analytic"),
+    ("mc", False, "mc"),
+])
+def test_kl_estimator_and_tfps_boolean_say_one_estimator(kl_estimator, tfp_value, expected):
+    assert kl_estimator_with_tfp_alias(kl_estimator, "use_exact_kl", tfp_value) == expected
+
+
+@pytest.mark.parametrize("kl_estimator, tfp_value, message", [
+    ("mc", True, r"`kl_use_exact`=True and `kl_estimator`='mc' disagree"),
+    ("auto", False, r"`kl_use_exact`=False and `kl_estimator`='auto' disagree"),
+    (None, 1, r"`kl_use_exact` must be True or False, got 1"),
+])
+def test_a_disagreement_or_a_non_bool_is_refused(kl_estimator, tfp_value, message):
+    with pytest.raises(ValueError, match=message):
+        kl_estimator_with_tfp_alias(kl_estimator, "kl_use_exact", tfp_value)

@@ -17,6 +17,8 @@ import numpy as np
 from tfp_bnn._tf import tf
 from tfp_bnn._substrate import tfp
 
+from tfp_bnn import _validation
+
 tfd = tfp.distributions
 
 _DIVERGENCE = (
@@ -244,3 +246,40 @@ def builder_advice(argument, builder):
             f"`posterior=tfp_bnn.posteriors.{family}(rho_init={_rho_text(scale)}, "
             f"rho_init_stddev=0.0, scale_offset=1e-5)` with `kernel_initializer={initializer}` "
             f"and `bias_initializer={initializer}`, which starts there")
+
+
+def kl_estimator_with_tfp_alias(kl_estimator, tfp_name, tfp_value):
+    """The `kl_estimator` that it and TFP's boolean for the same choice say together.
+
+    Layers ported from TFP keep TFP's name for the estimator (`kl_use_exact`
+    of `DenseVariational`, `use_exact_kl` of the KL-divergence layers) so
+    that TFP code ports by its imports alone, and take `kl_estimator`, the
+    name every tfp_bnn layer uses and the one their configs store: True is
+    "analytic", False "mc". None for both is TFP's default, "mc".
+
+    Args:
+        kl_estimator: the `kl_estimator` given, or None (validated by the caller).
+        tfp_name: TFP's argument name, for the error message.
+        tfp_value: TFP's boolean, or None when not given.
+
+    Returns:
+        The estimator's name.
+
+    Raises:
+        ValueError: naming `tfp_name` if it is not a bool, or both arguments
+            if they disagree.
+
+    Example:
+    >>> kl_estimator_with_tfp_alias(None, "kl_use_exact", True)
+    'analytic'
+    """
+    if tfp_value is None:
+        return "mc" if kl_estimator is None else kl_estimator
+    tfp_value = _validation.boolean(tfp_name, tfp_value)
+    implied = "analytic" if tfp_value else "mc"
+    if kl_estimator is not None and kl_estimator != implied:
+        raise ValueError(
+            f"`{tfp_name}`={tfp_value} and `kl_estimator`={kl_estimator!r} disagree: "
+            f"{tfp_name}={tfp_value} is kl_estimator={implied!r}; give one of them."
+        )
+    return implied

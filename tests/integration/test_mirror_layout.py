@@ -43,6 +43,9 @@ COVERED_THROUGH = {
     "tfp_bnn/flows/_common.py": ["flows/test_planar.py", "flows/test_sylvester.py"],
     "tfp_bnn/layers/attention/_composite.py": ["layers/attention/test_bayesian_multi_head_attention.py",
                                      "layers/attention/test_bayesian_transformer_block.py"],
+    "tfp_bnn/layers/variational/_estimators.py": [
+        "layers/variational/test_dense_reparameterization.py",
+        "layers/variational/test_dense_flipout.py", "layers/variational/test_conv2d_flipout.py"],
     "tfp_bnn/layers/variational/_dense_base.py": ["layers/variational/test_dense_reparameterization.py",
                                       "layers/variational/test_dense_flipout.py"],
     "tfp_bnn/layers/_mixed_precision.py": ["integration/test_layer_mixed_precision.py"],

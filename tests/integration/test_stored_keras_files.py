@@ -2,7 +2,9 @@
 
 The files in `stored/` were written by tfp_bnn 0.1.0 on the TensorFlow
 backend (Keras 3.15, before the layers were ported to `keras.ops`), together
-with the mean-mode outputs of each model on fixed inputs. Loading them with
+with the mean-mode outputs of each model on fixed inputs; `vocabulary` was
+written later by the same release, before DenseVariational stored
+`kl_estimator` and the node layers took posterior objects. Loading them with
 today's code under `safe_mode` must rebuild the same layers by their
 registered names and reproduce those outputs: a renamed class, a changed
 config key or a changed weight layout fails here.
@@ -46,14 +48,29 @@ def _sequence_model():
     return keras.Model(inputs, outputs, name="sequence")
 
 
+def _vocabulary_model():
+    # The arguments whose spelling changed after 0.1.0: DenseVariational's
+    # `kl_use_exact` (now stored as `kl_estimator`), the node layers'
+    # posterior names with `flows`/`flow_length` (now `NodeFlow` objects).
+    inputs = keras.Input((6,))
+    h = tfp_bnn.layers.DenseVariational(8, activation="tanh", kl_use_exact=True,
+                                        kl_weight=1e-3, seed=9)(inputs)
+    h = tfp_bnn.layers.NodeDense(8, activation="relu", noise="both", posterior="flow",
+                                 flows=["planar", "radial"], flow_length=2, num_components=2,
+                                 kl_weight=1e-3, seed=10)(h)
+    outputs = tfp_bnn.layers.NodeDense(2, posterior="gaussian", kl_weight=1e-3, seed=11)(h)
+    return keras.Model(inputs, outputs, name="vocabulary")
+
+
 def _inputs(name):
     rng = np.random.default_rng(20261129)
-    if name == "regression":
+    if name in ("regression", "vocabulary"):
         return rng.normal(size=(5, 6)).astype("float32")
     return rng.integers(0, 20, size=(5, 7)).astype("int32")
 
 
-BUILDERS = {"regression": _regression_model, "sequence": _sequence_model}
+BUILDERS = {"regression": _regression_model, "sequence": _sequence_model,
+            "vocabulary": _vocabulary_model}
 
 
 def _mean_outputs(model, x):
@@ -65,26 +82,35 @@ def _mean_outputs(model, x):
 def write_release(release):
     folder = STORED / release
     folder.mkdir(parents=True, exist_ok=False)
-    for name, build in BUILDERS.items():
-        keras.utils.set_random_seed(0)
-        model = build()
-        x = _inputs(name)
-        model.predict(x, verbose=0)
-        # Move the posteriors off their initial values, so the files hold
-        # weights no fresh model would have.
-        for weight in model.trainable_weights:
-            weight.assign(weight + 0.01 * np.arange(np.prod(weight.shape), dtype="float32")
-                          .reshape(weight.shape) / max(1, np.prod(weight.shape)))
-        model.save(folder / f"{name}.keras")
-        (folder / f"{name}.json").write_text(json.dumps(
-            {"keras": keras.__version__, "backend": keras.backend.backend(),
-             "outputs": _mean_outputs(model, x).tolist()}, indent=1) + "\n")
+    for name in BUILDERS:
+        write_model(folder, name)
+
+
+def write_model(folder, name):
+    """Saves model `name` of `BUILDERS` and its mean-mode outputs in `folder`."""
+    if (folder / f"{name}.keras").exists():
+        raise FileExistsError(folder / f"{name}.keras")
+    build = BUILDERS[name]
+    keras.utils.set_random_seed(0)
+    model = build()
+    x = _inputs(name)
+    model.predict(x, verbose=0)
+    # Move the posteriors off their initial values, so the files hold
+    # weights no fresh model would have.
+    for weight in model.trainable_weights:
+        weight.assign(weight + 0.01 * np.arange(np.prod(weight.shape), dtype="float32")
+                      .reshape(weight.shape) / max(1, np.prod(weight.shape)))
+    model.save(folder / f"{name}.keras")
+    (folder / f"{name}.json").write_text(json.dumps(
+        {"keras": keras.__version__, "backend": keras.backend.backend(),
+         "outputs": _mean_outputs(model, x).tolist()}, indent=1) + "\n")
 
 
 # The regression model's layers run on both backends: its TensorFlow-saved
 # file must load on JAX too. The sequence model's (convolution, embedding,
 # LSTM cell) run on TensorFlow only so far.
-@pytest.mark.parametrize("name", [pytest.param("regression", marks=pytest.mark.jax), "sequence"])
+@pytest.mark.parametrize("name", [pytest.param("regression", marks=pytest.mark.jax), "sequence",
+                                  "vocabulary"])
 def test_stored_file_loads_under_safe_mode_and_predicts_as_saved(name):
     path = STORED / RELEASE / f"{name}.keras"
     expected = json.loads(path.with_suffix(".json").read_text())

@@ -28,6 +28,11 @@ class `Posterior` derives everything else (`draw`, `sample_n`) from these:
 - `get_config()`, and registration under your package, for `.keras` files
   that load with `safe_mode=True`.
 
+The node-based layers (`tfp_bnn.layers.NodeDense`, `NodeConv2D`) keep their
+weights deterministic and take the posterior of their random nodes as
+`NodeGaussian()` or `NodeFlow(flows, length)` (module `node`), configuration
+objects of the same kind.
+
 Example, a Gaussian posterior with one learned scale per weight tensor
 (tests/integration/test_custom_posterior_prior.py runs this):
 
@@ -72,9 +77,11 @@ from tfp_bnn.posteriors.constraints import ClipValue
 from tfp_bnn.posteriors.flow import FlowPosterior
 from tfp_bnn.posteriors.full_covariance import FullCovarianceNormal
 from tfp_bnn.posteriors.mean_field import MeanFieldNormal
+from tfp_bnn.posteriors.node import NodeFlow
+from tfp_bnn.posteriors.node import NodeGaussian
 
-__all__ = ["ClipValue", "FlowPosterior", "FullCovarianceNormal", "MeanFieldNormal", "Posterior",
-           "PosteriorDraw", "get", "seeded_initializer"]
+__all__ = ["ClipValue", "FlowPosterior", "FullCovarianceNormal", "MeanFieldNormal", "NodeFlow",
+           "NodeGaussian", "Posterior", "PosteriorDraw", "get", "seeded_initializer"]
 
 _POSTERIORS = {"mean_field_normal": MeanFieldNormal, "flow": FlowPosterior,
                "full_covariance_normal": FullCovarianceNormal}

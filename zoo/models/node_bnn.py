@@ -32,6 +32,8 @@ import functools
 
 from tfp_bnn import _validation as check
 from tfp_bnn import layers as bnn_layers
+from tfp_bnn.posteriors import NodeFlow
+from tfp_bnn.posteriors import NodeGaussian
 from zoo.models import _common
 from zoo.models.digits import CNN_FILTERS
 from zoo.models.digits import CNN_KERNEL_SIZE
@@ -67,10 +69,11 @@ def _settings(architecture, posterior, num_train, seed, num_components, flow_len
 
     def layer_kwargs(index):
         return {
-            "noise": "input", "scale_init": SCALE_INIT, "posterior": posterior,
+            "noise": "input", "scale_init": SCALE_INIT,
+            "posterior": (NodeFlow("planar", flow_length) if posterior == "flow"
+                          else NodeGaussian()),
             "num_components": num_components, "prior_mean": 1.0,
             "prior_stddev": tuned["prior_stddev"] if prior_stddev is None else prior_stddev,
-            "flows": "planar", "flow_length": flow_length,
             "entropy_weight": (tuned["entropy_weight"] if entropy_weight is None
                                else entropy_weight),
             "kl_weight": 1.0 / num_train, "kernel_initializer": _common.glorot(seed, index),

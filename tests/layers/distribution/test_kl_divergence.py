@@ -118,6 +118,35 @@ def test_exact_kl_and_test_points_of_ones_own():
         rtol=1e-6)
 
 
+def test_kl_estimator_names_the_estimator_and_use_exact_kl_is_its_tfp_alias():
+    x, _ = _data()
+    output = _encoder("none")(x)
+    distribution = distribution_of(output)
+    exact = tf.reduce_sum(tfd.kl_divergence(distribution, standard_normal_prior()))
+    for kwargs in ({"kl_estimator": "analytic"}, {"use_exact_kl": True},
+                   {"use_exact_kl": True, "kl_estimator": "analytic"}, {"kl_estimator": "auto"}):
+        term = layers.KLDivergenceRegularizer(standard_normal_prior, **kwargs)(output)
+        np.testing.assert_allclose(term, exact, rtol=1e-6, err_msg=str(kwargs))
+    # No closed form for MultivariateNormalTriL against Independent(Normal):
+    # "auto" falls back to the Monte Carlo estimate, "analytic" says so.
+    mc = layers.KLDivergenceRegularizer(_prior())(output)
+    auto = layers.KLDivergenceRegularizer(_prior(), kl_estimator="auto")(output)
+    np.testing.assert_array_equal(auto, mc)
+    with pytest.raises(NotImplementedError):
+        layers.KLDivergenceRegularizer(_prior(), kl_estimator="analytic")(output)
+
+
+@pytest.mark.parametrize("use_exact_kl, estimator", [(True, "analytic"), (False, "mc")])
+def test_a_config_with_use_exact_kl_alone_loads(use_exact_kl, estimator):
+    # What get_config wrote before it stored `kl_estimator`.
+    config = layers.KLDivergenceAddLoss(standard_normal_prior, name="kl").get_config()
+    del config["kl_estimator"]
+    config["use_exact_kl"] = use_exact_kl
+    restored = layers.KLDivergenceAddLoss.from_config(config)
+    assert restored._regularizer.kl_estimator == estimator
+    assert restored._regularizer.use_exact_kl is use_exact_kl
+
+
 @pytest.mark.parametrize("kind", ["regularizer", "add_loss"])
 def test_saved_and_loaded_with_safe_mode(kind, tmp_path):
     x, _ = _data()
@@ -159,6 +188,9 @@ def test_a_float32_prior_serves_a_float64_model():
     (lambda: layers.KLDivergenceAddLoss(3.0), "distribution_b"),
     (lambda: layers.KLDivergenceAddLoss(keras.layers.Dense(2)), "distribution_b"),
     (lambda: layers.KLDivergenceRegularizer(_prior(), use_exact_kl="yes"), "use_exact_kl"),
+    (lambda: layers.KLDivergenceRegularizer(_prior(), kl_estimator="exact"), "kl_estimator"),
+    (lambda: layers.KLDivergenceAddLoss(_prior(), use_exact_kl=False, kl_estimator="analytic"),
+     "kl_estimator"),
     (lambda: layers.KLDivergenceRegularizer(_prior(), test_points_reduce_axis=1.5),
      "test_points_reduce_axis"),
     (lambda: layers.KLDivergenceRegularizer(_prior(), test_points_reduce_axis=[0, "a"]),

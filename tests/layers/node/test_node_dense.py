@@ -14,6 +14,8 @@ import tfp_bnn
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers import _tracing
 from tfp_bnn.layers.node.node_dense import NodeDense
+from tfp_bnn.posteriors import NodeFlow
+from tfp_bnn.posteriors import NodeGaussian
 
 # softplus(-40) ~ 4e-18: z equals its mean to float32 precision.
 _NO_NOISE_RHO = -40.0
@@ -594,7 +596,41 @@ def test_flow_posterior_object_names_the_flow_construction():
     from tfp_bnn.posteriors import FlowPosterior
 
     layer = NodeDense(3, posterior=FlowPosterior("radial", length=3), kl_weight=1.0, seed=0)
-    assert (layer.posterior, layer.flows, layer.flow_length) == ("flow", "radial", 3)
+    assert layer.posterior == NodeFlow("radial", 3)
     outputs = layer(np.ones((4, 2), "float32"), training=True)
     assert outputs.shape == (4, 3) and np.all(np.isfinite(outputs))
     assert len(layer.input_flow.step_names) == 3
+
+
+# --- the posterior vocabulary: objects, and the names configs were saved with ----------------
+def test_a_posterior_object_and_its_name_with_flows_build_the_same_layer():
+    x = np.linspace(-1.0, 1.0, 8, dtype="float32").reshape(4, 2)
+    by_object = NodeDense(3, noise="both", posterior=NodeFlow(["planar", "radial"], 2), seed=4,
+                          name="nodes")
+    by_name = NodeDense(3, noise="both", posterior="flow", flows=["planar", "radial"],
+                        flow_length=2, seed=4, name="nodes")
+    assert by_object.get_config() == by_name.get_config()
+    np.testing.assert_array_equal(_np(by_object(x, training=True)),
+                                  _np(by_name(x, training=True)))
+    assert NodeDense(3).posterior == NodeGaussian() == NodeDense(3, posterior="gaussian").posterior
+
+
+@pytest.mark.parametrize("name, flows, flow_length, expected", [
+    ("flow", ["planar", "radial"], 3, NodeFlow(["planar", "radial"], 3)),
+    ("flow", "planar", 0, NodeFlow("planar", 0)),
+    ("gaussian", "planar", 2, NodeGaussian()),  # flows were always saved, and unused
+])
+def test_a_config_saved_with_posterior_names_loads(name, flows, flow_length, expected):
+    config = NodeDense(3, noise="both", seed=1).get_config()
+    # The entries get_config wrote before the posterior objects.
+    config.update(posterior=name, flows=flows, flow_length=flow_length)
+    layer = NodeDense.from_config(config)
+    assert layer.posterior == expected
+    assert layer.get_config()["posterior"] == keras.saving.serialize_keras_object(expected)
+    assert "flows" not in layer.get_config() and "flow_length" not in layer.get_config()
+    assert layer(np.ones((2, 4), "float32"), training=True).shape == (2, 3)
+
+
+def test_flows_beside_a_posterior_object_are_refused():
+    with pytest.raises(ValueError, match=r"`flows` and `flow_length` go with posterior=\"flow\""):
+        NodeDense(3, posterior=NodeFlow("radial", 2), flows="planar")

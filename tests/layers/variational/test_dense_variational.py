@@ -106,22 +106,47 @@ def test_keras_run_layer_test():
 
 
 @pytest.mark.jax
-def test_config_says_kl_use_exact_and_round_trips():
+def test_config_says_kl_estimator_and_round_trips():
     layer = DenseVariational(4, posterior="full_covariance_normal", prior="trainable_normal",
                              kl_use_exact=True, use_bias=False, activation="relu")
     config = layer.get_config()
-    assert config["kl_use_exact"] is True
-    assert "kl_estimator" not in config and "bayesian_bias" not in config
+    assert config["kl_estimator"] == "analytic" and layer.kl_use_exact is True
+    assert "kl_use_exact" not in config and "bayesian_bias" not in config
     clone = DenseVariational.from_config(config)
     assert clone.get_config() == config
     assert clone.posterior == posteriors.FullCovarianceNormal()
+
+
+@pytest.mark.parametrize("kl_use_exact, estimator", [(True, "analytic"), (False, "mc")])
+def test_a_config_with_kl_use_exact_alone_loads(kl_use_exact, estimator):
+    # What DenseVariational's get_config wrote before it stored `kl_estimator`.
+    config = DenseVariational(3).get_config()
+    del config["kl_estimator"]
+    config["kl_use_exact"] = kl_use_exact
+    layer = DenseVariational.from_config(config)
+    assert layer.kl_estimator == estimator and layer.kl_use_exact is kl_use_exact
+
+
+@pytest.mark.parametrize("kwargs, estimator", [
+    ({}, "mc"),  # TFP's default, kl_use_exact=False
+    ({"kl_estimator": "analytic"}, "analytic"),
+    ({"kl_use_exact": True, "kl_estimator": "analytic"}, "analytic"),
+    ({"kl_use_exact": False, "kl_estimator": "mc"}, "mc"),
+    ({"kl_estimator": "auto"}, "auto"),
+])
+def test_kl_estimator_is_the_name_and_kl_use_exact_its_tfp_alias(kwargs, estimator):
+    assert DenseVariational(2, **kwargs).kl_estimator == estimator
 
 
 @pytest.mark.parametrize("make, argument", [
     (lambda: DenseVariational(2, kl_use_exact=1), "kl_use_exact"),
     (lambda: DenseVariational(2, prior=priors.ScaleMixturePrior(), kl_use_exact=True),
      "kl_use_exact"),
-    (lambda: DenseVariational(2, kl_estimator="mc"), "kl_estimator"),
+    (lambda: DenseVariational(2, kl_use_exact=True, kl_estimator="mc"), "disagree"),
+    (lambda: DenseVariational(2, kl_use_exact=False, kl_estimator="auto"), "disagree"),
+    (lambda: DenseVariational(2, kl_estimator="exact"), "kl_estimator"),
+    (lambda: DenseVariational(2, prior=priors.ScaleMixturePrior(), kl_estimator="analytic"),
+     "kl_estimator"),
     (lambda: DenseVariational(2, make_posterior_fn=None), "make_posterior_fn"),
     (lambda: DenseVariational(2, make_prior_fn=None), "make_prior_fn"),
     (lambda: DenseVariational(0), "units"),

@@ -7,6 +7,8 @@ import tfp_bnn
 import zoo
 from tfp_bnn.layers import NodeConv2D
 from tfp_bnn.layers import NodeDense
+from tfp_bnn.posteriors import NodeFlow
+from tfp_bnn.posteriors.node import get_node_posterior
 from zoo.models import node_bnn
 from zoo.models.digits import DIGITS
 
@@ -24,9 +26,8 @@ def test_registry_node_bnn_is_the_tuned_flow_mlp(task):
     tuned = node_bnn.TUNED[("mlp", "flow")]
     for layer in layers:
         assert type(layer) is NodeDense
-        assert layer.posterior == "flow" and layer.flows == "planar"
+        assert layer.posterior == NodeFlow("planar", node_bnn.FLOW_LENGTH)
         assert layer.num_components == node_bnn.NUM_COMPONENTS == 4
-        assert layer.flow_length == node_bnn.FLOW_LENGTH
         assert layer.prior_stddev == tuned["prior_stddev"]
         assert layer.entropy_weight == tuned["entropy_weight"]
 
@@ -37,7 +38,7 @@ def test_digits_mlp_structure(posterior):
     layers = _node_layers(model)
     assert [layer.units for layer in layers] == [128, 128, 10]
     for layer in layers:
-        assert layer.posterior == posterior
+        assert layer.posterior == get_node_posterior(posterior)
         assert layer.noise == "input"
         assert float(layer.kl_weight.numpy()) == pytest.approx(1 / 100)
     assert model.output_shape == (None, 10)

@@ -5,7 +5,7 @@ from tfp_bnn._tf import tf
 
 from tfp_bnn import _validation
 from tfp_bnn.layers.variational.base import BayesianLayer
-from tfp_bnn.layers.variational.dense_reparameterization import reparameterization_call
+from tfp_bnn.layers.variational._estimators import reparameterization_call
 from tfp_bnn.layers._shapes import fix_last_dim
 
 

@@ -5,9 +5,14 @@ Both compute, from the tensor a tfp_bnn distribution layer returns (which
 carries its distribution a, see `tfp_bnn.distributions`), TFP's
 `_make_kl_divergence_fn` term: with z = test_points_fn(output),
 
-    use_exact_kl=True:   kl = KL(a || b)                  (tfd.kl_divergence)
-    use_exact_kl=False:  kl = mean_{test_points_reduce_axis} (log a(z) - log b(z))
+    kl_estimator="analytic":  kl = KL(a || b)                  (tfd.kl_divergence)
+    kl_estimator="mc":        kl = mean_{test_points_reduce_axis} (log a(z) - log b(z))
     loss = sum(weight * kl)
+
+("auto": the closed form where TFP registers one for the pair, else Monte
+Carlo). TFP's `use_exact_kl` is accepted as well, True for "analytic" and
+False (TFP's default) for "mc"; the config stores `kl_estimator`, the name
+every tfp_bnn layer uses.
 
 where z is, by default (`tf.convert_to_tensor`), the output itself: the
 sample the layer drew, so the Monte Carlo form is the one-sample estimate
@@ -26,11 +31,13 @@ from tfp_bnn._tf import tf
 from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation as check
+from tfp_bnn._tfp_names import kl_estimator_with_tfp_alias
 from tfp_bnn.distributions.carrier import attach
 from tfp_bnn.distributions.carrier import distribution_of
 from tfp_bnn.distributions.serialization import deserialize_distribution
 from tfp_bnn.distributions.serialization import serialize_distribution
 from tfp_bnn.layers.distribution.distribution_lambda import _default_dtype
+from tfp_bnn.layers.variational._variational_kl import KL_ESTIMATORS
 
 tfd = tfp.distributions
 
@@ -93,8 +100,9 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
             `tfp_bnn.distributions.serialization`), or a callable with no
             arguments returning one (saved as Keras saves functions: a
             registered one loads with `safe_mode=True`).
-        use_exact_kl: True for `tfd.kl_divergence(a, b)`, False (TFP's
-            default) for the Monte Carlo estimate at the test points.
+        use_exact_kl: TFP's name of the estimator: True is
+            `kl_estimator="analytic"`, False `"mc"`; None (default) with no
+            `kl_estimator` is TFP's default, the Monte Carlo estimate.
         test_points_reduce_axis: the axes of log a(z) - log b(z) averaged
             over in the Monte Carlo estimate: None for all, () (the default)
             for none, an int or a tuple of ints.
@@ -104,6 +112,10 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
             (or TFP's `tf.convert_to_tensor`, the same) is the output
             itself, the layer's sample.
         weight: a number multiplying the KL, or None for 1.
+        kl_estimator: "analytic" (`tfd.kl_divergence(a, b)`), "mc" (the
+            Monte Carlo estimate at the test points) or "auto" (analytic where
+            TFP registers a closed form for the pair); None follows
+            `use_exact_kl`. Give one of the two, or both agreeing.
 
     Returns:
         Called on a distribution layer's output, the scalar sum(weight * kl).
@@ -119,13 +131,21 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
     1
     """
 
-    def __init__(self, distribution_b, use_exact_kl=False, test_points_reduce_axis=(),
-                 test_points_fn=keras.ops.convert_to_tensor, weight=None):
+    def __init__(self, distribution_b, use_exact_kl=None, test_points_reduce_axis=(),
+                 test_points_fn=keras.ops.convert_to_tensor, weight=None, kl_estimator=None):
         self.distribution_b, self._distribution_b_config = _check_distribution_b(distribution_b)
-        self.use_exact_kl = check.boolean("use_exact_kl", use_exact_kl)
+        if kl_estimator is not None:
+            check.one_of("kl_estimator", kl_estimator, KL_ESTIMATORS)
+        self.kl_estimator = kl_estimator_with_tfp_alias(kl_estimator, "use_exact_kl",
+                                                        use_exact_kl)
         self.test_points_reduce_axis = _check_reduce_axis(test_points_reduce_axis)
         self.test_points_fn = _check_test_points_fn(test_points_fn)
         self.weight = check.number("weight", weight, allow_none=True)
+
+    @property
+    def use_exact_kl(self):
+        """TFP's name: whether the estimator is the closed form ("analytic")."""
+        return self.kl_estimator == "analytic"
 
     def _prior(self, dtype):
         """b, rebuilt in `dtype` if it was saved in another float dtype (float64 models)."""
@@ -145,9 +165,14 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
                              f"layer. {error}") from None
         with tf.name_scope("kldivergence_loss"):
             prior = self._prior(distribution_a.dtype)
-            if self.use_exact_kl:
-                kl = tfd.kl_divergence(distribution_a, prior)
-            else:
+            kl = None
+            if self.kl_estimator != "mc":
+                try:
+                    kl = tfd.kl_divergence(distribution_a, prior)
+                except NotImplementedError:
+                    if self.kl_estimator == "analytic":
+                        raise
+            if kl is None:
                 fn = self.test_points_fn
                 z = tf.convert_to_tensor(x) if fn == _CONVERT else fn(x)
                 kl = tf.reduce_mean(distribution_a.log_prob(z) - prior.log_prob(z),
@@ -162,10 +187,10 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
         return {
             "distribution_b": self._distribution_b_config if self._distribution_b_config
             is not None else keras.saving.serialize_keras_object(self.distribution_b),
-            "use_exact_kl": self.use_exact_kl,
             "test_points_reduce_axis": list(axis) if isinstance(axis, tuple) else axis,
             "test_points_fn": fn if fn == _CONVERT else keras.saving.serialize_keras_object(fn),
             "weight": self.weight,
+            "kl_estimator": self.kl_estimator,
         }
 
     @classmethod
@@ -189,8 +214,9 @@ class KLDivergenceAddLoss(keras.layers.Layer):
 
     Args:
         distribution_b: b in KL(a || b), as for `KLDivergenceRegularizer`.
-        use_exact_kl: True for `tfd.kl_divergence(a, b)`, False (the
-            default) for the Monte Carlo estimate.
+        use_exact_kl: TFP's name of the estimator: True is
+            `kl_estimator="analytic"`, False `"mc"`; None (default) with no
+            `kl_estimator` is TFP's default, the Monte Carlo estimate.
         test_points_reduce_axis: the axes averaged over in the Monte Carlo
             estimate: None (the default) for all, () for none, an int or a
             tuple of ints.
@@ -198,6 +224,8 @@ class KLDivergenceAddLoss(keras.layers.Layer):
             `keras.ops.convert_to_tensor` (or TFP's `tf.convert_to_tensor`,
             the same), the input's own sample.
         weight: a number multiplying the KL, or None for 1.
+        kl_estimator: "analytic", "mc" or "auto", as for
+            `KLDivergenceRegularizer`; None follows `use_exact_kl`.
         **kwargs: base layer arguments (name, dtype, ...). Under a mixed
             precision policy the layer defaults to float32, as the
             distribution layers do.
@@ -219,13 +247,14 @@ class KLDivergenceAddLoss(keras.layers.Layer):
     (1, TensorShape([4, 2]))
     """
 
-    def __init__(self, distribution_b, use_exact_kl=False, test_points_reduce_axis=None,
-                 test_points_fn=keras.ops.convert_to_tensor, weight=None, **kwargs):
+    def __init__(self, distribution_b, use_exact_kl=None, test_points_reduce_axis=None,
+                 test_points_fn=keras.ops.convert_to_tensor, weight=None, kl_estimator=None,
+                 **kwargs):
         super().__init__(**_default_dtype(kwargs))
         self._regularizer = KLDivergenceRegularizer(
             distribution_b, use_exact_kl=use_exact_kl,
             test_points_reduce_axis=test_points_reduce_axis, test_points_fn=test_points_fn,
-            weight=weight)
+            weight=weight, kl_estimator=kl_estimator)
 
     @property
     def distribution_b(self):

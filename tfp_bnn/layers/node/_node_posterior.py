@@ -17,6 +17,7 @@ from tfp_bnn._substrate import tfp
 from tfp_bnn import _validation
 from tfp_bnn import noise as noise_lib
 from tfp_bnn.layers._tracing import sample_context
+from tfp_bnn.posteriors.node import NodeGaussian
 
 tfd = tfp.distributions
 
@@ -78,7 +79,7 @@ class NodePosterior:
         sample = loc + scale * eps
         base = sample if noise_scale is None else loc + noise_scale * scale * eps
         flow = getattr(self, f"{site}_flow")
-        if self.posterior == "gaussian":
+        if isinstance(self.posterior, NodeGaussian):
             terms = self._gaussian_terms(site) if with_kl else None
             return base, _float32(terms)
         if flow is None:  # flow_length = 0: the base itself, with the Monte Carlo KL

@@ -18,8 +18,8 @@ samples.
 
 Posterior of each site, a uniform mixture of K components (`num_components`):
 
-    gaussian:  z ~ N(mu_k, diag(sigma_k^2)),  sigma_k = softplus(rho_k)
-    flow:      z = NF(z0), z0 ~ N(mu_k, diag(sigma_k^2))   (Rezende & Mohamed 2015)
+    NodeGaussian():  z ~ N(mu_k, diag(sigma_k^2)),  sigma_k = softplus(rho_k)
+    NodeFlow():      z = NF(z0), z0 ~ N(mu_k, diag(sigma_k^2))   (Rezende & Mohamed 2015)
 
 with one flow per site shared by the components. mu starts at N(1, 0.1^2)
 (`loc_init_stddev`) so the network starts near its deterministic twin, and
@@ -41,8 +41,8 @@ The KL term added to the loss (the same ELBO as everywhere in tfp_bnn:
 loss per example = mean NLL + kl_weight * KL, kl_weight = 1/N), summed over
 nodes and sites:
 
-    gaussian:  (1/K) sum_k KL(N(mu_k, sigma_k^2) || p)            (closed form)
-    flow:      (1/R) sum_i [log q0(z0_i | k_i) - log|det J(z0_i)| - log p(z_i)]
+    NodeGaussian:  (1/K) sum_k KL(N(mu_k, sigma_k^2) || p)        (closed form)
+    NodeFlow:      (1/R) sum_i [log q0(z0_i | k_i) - log|det J(z0_i)| - log p(z_i)]
 
 over the R rows of the batch (one draw per row, the draws of the forward
 pass), z_i = NF(z0_i): the Monte Carlo KL of q_K = NF#q0 with the flow
@@ -79,11 +79,12 @@ from tfp_bnn.layers._shapes import set_weight_arguments
 from tfp_bnn.layers._shapes import weight_arguments_config
 from tfp_bnn.layers._stochastic import StochasticLayer
 from tfp_bnn.layers._tracing import flag as _flag
-from tfp_bnn.posteriors import FlowPosterior
 from tfp_bnn.posteriors import seeded_initializer
+from tfp_bnn.posteriors.node import NodeFlow
+from tfp_bnn.posteriors.node import NodeGaussian
+from tfp_bnn.posteriors.node import get_node_posterior
 
 NOISE_SITES = ("input", "output", "both")
-NODE_POSTERIORS = ("gaussian", "flow")
 
 
 def _inverse_softplus(value: float) -> float:
@@ -105,17 +106,26 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         kernel_constraint: constraint on U.
         bias_constraint: constraint on b.
         noise: which nodes are random: "input", "output" or "both".
-        posterior: "gaussian" (diagonal Gaussian per component) or "flow"
-            (that Gaussian pushed through a `tfp_bnn.flows.NormalizingFlow`);
-            a `tfp_bnn.posteriors.FlowPosterior` stands for "flow" with its
-            `flows` and `length`.
+        posterior: the posterior of the nodes, an object as the variational
+            layers take: `tfp_bnn.posteriors.NodeGaussian()` (diagonal
+            Gaussian per component; None is this) or
+            `tfp_bnn.posteriors.NodeFlow(flows, length)` (that Gaussian
+            pushed through a `tfp_bnn.flows.NormalizingFlow`). The names
+            "gaussian" and "flow" stand for them, as a weight posterior's
+            registered name stands for it; a
+            `tfp_bnn.posteriors.FlowPosterior` stands for the `NodeFlow`
+            with its `flows` and `length`.
+        flows: with `posterior="flow"` (the name), the flow kind(s) of its
+            `NodeFlow` (default "planar"): the spelling of configs saved
+            before the posterior objects. Ignored with "gaussian"; with a
+            posterior object, give the flow to `NodeFlow` instead.
+        flow_length: with `posterior="flow"`, the number of flow steps of its
+            `NodeFlow`, an int >= 0 (default 2; 0: no flow, the Gaussian base
+            with a Monte Carlo KL); as `flows` otherwise.
         num_components: K >= 1, the number of mixture components.
         prior_mean: the mean of the prior N(prior_mean, prior_stddev^2) of
             every node.
         prior_stddev: its standard deviation, > 0.
-        flows: the flow kind(s) given to `NormalizingFlow(flows=...)`.
-        flow_length: the number of flow steps, an int >= 0 (0: no flow,
-            the Gaussian base with a Monte Carlo KL).
         entropy_weight: gamma >= 0; the loss gets kl_weight * (KL - gamma H[q]).
         loc_init_stddev: the posterior means start at N(1, loc_init_stddev^2).
         scale_init: the posterior standard deviations start at this value, > 0.
@@ -152,12 +162,12 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         kernel_constraint=None,
         bias_constraint=None,
         noise="input",
-        posterior="gaussian",
+        posterior=None,
+        flows=None,
+        flow_length=None,
         num_components=1,
         prior_mean=1.0,
         prior_stddev=0.1,
-        flows="planar",
-        flow_length=2,
         entropy_weight=0.0,
         loc_init_stddev=0.1,
         scale_init=0.05,
@@ -167,24 +177,13 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
     ):
         reject_tfp_arguments(type(self).__name__, kwargs)
         _validation.one_of("noise", noise, NOISE_SITES)
-        if isinstance(posterior, FlowPosterior):
-            # The weight-posterior object names the same construction: a
-            # Gaussian base through its flow chain (rho settings do not apply:
-            # node scales start at `scale_init`).
-            flows = posterior.flows
-            flow_length = len(flow_names(posterior.flows, posterior.length))
-            posterior = "flow"
-        _validation.one_of("posterior", posterior, NODE_POSTERIORS)
+        posterior = _resolve_posterior(posterior, flows, flow_length)
         num_components = _validation.integer("num_components", num_components)
-        flow_length = _validation.integer("flow_length", flow_length, minimum=0)
         prior_mean = _validation.number("prior_mean", prior_mean)
         prior_stddev = _validation.positive("prior_stddev", prior_stddev)
         entropy_weight = _validation.number("entropy_weight", entropy_weight, low=0)
         loc_init_stddev = _validation.number("loc_init_stddev", loc_init_stddev, low=0)
         scale_init = _validation.positive("scale_init", scale_init)
-        if isinstance(flows, (list, tuple)):
-            flows = list(flows)
-        flow_names(flows, flow_length)  # ValueError naming `flows`
         # Variables stay float32 inside call under mixed precision (see
         # _mixed_precision); the layer casts what enters the forward
         # pass and keeps z in the variables' dtype, the KL and the entropy in float32.
@@ -198,8 +197,6 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         self.num_components = num_components
         self.prior_mean = prior_mean
         self.prior_stddev = prior_stddev
-        self.flows = flows
-        self.flow_length = flow_length
         self.entropy_weight = entropy_weight
         self.loc_init_stddev = loc_init_stddev
         self.scale_init = scale_init
@@ -207,9 +204,9 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         self._create_stochastic_state(kl_weight, seed)
         # One flow per site, shared by the components, in the dtype of z.
         self.input_flow = self.output_flow = None
-        if posterior == "flow" and flow_length > 0:
+        if isinstance(posterior, NodeFlow) and posterior.length > 0:
             for offset, site in enumerate(self.sites):
-                flow = NormalizingFlow(flows=flows, length=flow_length,
+                flow = NormalizingFlow(flows=posterior.flows, length=posterior.length,
                                        dtype=self.dtype_policy.variable_dtype,
                                        seed=self._seed_plus(4 + offset), name=f"{site}_flow")
                 setattr(self, f"{site}_flow", flow)
@@ -329,12 +326,10 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         config.update(
             {
                 "noise": self.noise,
-                "posterior": self.posterior,
+                "posterior": keras.saving.serialize_keras_object(self.posterior),
                 "num_components": self.num_components,
                 "prior_mean": self.prior_mean,
                 "prior_stddev": self.prior_stddev,
-                "flows": self.flows,
-                "flow_length": self.flow_length,
                 "entropy_weight": self.entropy_weight,
                 "loc_init_stddev": self.loc_init_stddev,
                 "scale_init": self.scale_init,
@@ -343,3 +338,28 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
             }
         )
         return config
+
+
+def _resolve_posterior(posterior, flows, flow_length):
+    """The node posterior that `posterior` says (with the name "flow": and `flows`, `flow_length`).
+
+    Configs saved before the posterior objects hold `posterior="gaussian"` or
+    "flow" with `flows` and `flow_length` beside it, always both (defaults
+    "planar" and 2); they load through this.
+    """
+    if flow_length is not None:
+        flow_length = _validation.integer("flow_length", flow_length, minimum=0)
+    if flows is not None:
+        flows = list(flows) if isinstance(flows, (list, tuple)) else flows
+        flow_names(flows, flow_length)  # ValueError naming `flows`
+    given = flows is not None or flow_length is not None
+    if isinstance(posterior, str) and posterior == "flow":
+        return NodeFlow("planar" if flows is None else flows,
+                        2 if flow_length is None else flow_length)
+    resolved = get_node_posterior(posterior)
+    if given and not (isinstance(posterior, str) or isinstance(resolved, NodeGaussian)):
+        raise ValueError(
+            f"`flows` and `flow_length` go with posterior=\"flow\"; {resolved!r} holds its "
+            f"own flow. Got flows={flows!r}, flow_length={flow_length!r}."
+        )
+    return resolved

@@ -34,14 +34,53 @@ class LSTMCellFlipout(LSTMGates, BayesianRNNCellFlipout):
 
     Args:
         units: positive int, dimensionality of the output space.
+        activation: activation of the cell state and output (default "tanh"), as
+            in `keras.layers.LSTMCell`.
+        recurrent_activation: activation of the gates (default "sigmoid"), as in
+            Keras.
+        use_bias: whether the cell adds a bias (default True).
+        kernel_initializer: initializer of the kernel's posterior mean
+            (default "glorot_uniform").
+        recurrent_initializer: initializer of the recurrent kernel's posterior
+            mean (default "orthogonal").
+        bias_initializer: initializer of the bias (of its posterior mean with
+            `bayesian_bias=True`), default "zeros".
         unit_forget_bias: if True, the forget gate's bias starts at 1
             (Jozefowicz et al., 2015), as in Keras.
-        **kwargs: every other argument of `keras.layers.LSTMCell`
-            (activation, recurrent_activation, use_bias, kernel_initializer,
-            recurrent_initializer, bias_initializer, *_regularizer,
-            *_constraint, dropout, recurrent_dropout) plus `posterior`
-            (location-scale only), `prior`, `kl_weight`, `kl_estimator`,
-            `bayesian_bias`, `seed` (see `tfp_bnn.layers.BayesianLayer`).
+        kernel_regularizer: regularizer of the kernel's posterior mean.
+        recurrent_regularizer: regularizer of the recurrent kernel's posterior
+            mean.
+        bias_regularizer: regularizer of the bias (of its posterior mean with
+            `bayesian_bias=True`).
+        kernel_constraint: constraint on the kernel's posterior mean.
+        recurrent_constraint: constraint on the recurrent kernel's posterior
+            mean.
+        bias_constraint: constraint on the bias (on its posterior mean with
+            `bayesian_bias=True`).
+        dropout: float in [0, 1], the fraction of the inputs dropped (one mask
+            per sequence pass, shared by the gates).
+        recurrent_dropout: float in [0, 1], the fraction of the recurrent state
+            dropped (one mask per sequence pass).
+        seed: int or None; seeds the weight noise, the dropout masks and the
+            initial weights.
+        posterior: a location-scale `tfp_bnn.posteriors.Posterior` (w = loc +
+            scale * eps, e.g. `MeanFieldNormal`), its registered name, or None
+            for `MeanFieldNormal()`.
+        prior: a `tfp_bnn.priors.Prior`, its registered name, or None for
+            N(0, 1).
+        kl_weight: the weight of this layer's KL in the loss, >= 0, usually 1/N
+            for N training examples; None leaves it at 1.0 until a
+            `tfp_bnn.callbacks.KLScheduler` sets it (with a warning if training
+            starts with it unset).
+        kl_estimator: "analytic" (closed-form KL, needs a prior with one), "mc"
+            (one-sample Monte Carlo log q(w) - log p(w) at the weights of the
+            forward pass, Blundell et al. 2015) or "auto" (analytic where TFP
+            has it, else Monte Carlo; the default).
+        bayesian_bias: if True the bias gets a posterior and a prior too; the
+            default False keeps a deterministic bias, as TFP does.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, `trainable`,
+            ...); TFP's argument names (`kernel_prior_fn`, ...) are refused with
+            a message naming their replacement.
 
     Call arguments:
         inputs: [batch, features], one timestep.
@@ -57,3 +96,21 @@ class LSTMCellFlipout(LSTMGates, BayesianRNNCellFlipout):
     >>> layer(np.zeros((2, 5, 3), "float32")).shape   # [batch, steps, features] in
     TensorShape([2, 32])
     """
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
+                 bias_initializer="zeros", unit_forget_bias=True, kernel_regularizer=None,
+                 recurrent_regularizer=None, bias_regularizer=None, kernel_constraint=None,
+                 recurrent_constraint=None, bias_constraint=None, dropout=0.0,
+                 recurrent_dropout=0.0, seed=None, posterior=None, prior=None, kl_weight=None,
+                 kl_estimator="auto", bayesian_bias=False, **kwargs):
+        super().__init__(
+            units, activation=activation, recurrent_activation=recurrent_activation,
+            use_bias=use_bias, kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer, bias_initializer=bias_initializer,
+            unit_forget_bias=unit_forget_bias, kernel_regularizer=kernel_regularizer,
+            recurrent_regularizer=recurrent_regularizer, bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint, recurrent_constraint=recurrent_constraint,
+            bias_constraint=bias_constraint, dropout=dropout, recurrent_dropout=recurrent_dropout,
+            seed=seed, posterior=posterior, prior=prior, kl_weight=kl_weight,
+            kl_estimator=kl_estimator, bayesian_bias=bayesian_bias, **kwargs)

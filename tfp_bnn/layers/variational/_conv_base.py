@@ -9,8 +9,8 @@ from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
 from tfp_bnn.layers.variational.base import BayesianLayer
-from tfp_bnn.layers.variational.dense_flipout import flipout_call
-from tfp_bnn.layers.variational.dense_reparameterization import reparameterization_call
+from tfp_bnn.layers.variational._estimators import flipout_call
+from tfp_bnn.layers.variational._estimators import reparameterization_call
 from tfp_bnn.layers._shapes import ConvShapes
 
 

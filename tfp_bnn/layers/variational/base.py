@@ -7,10 +7,10 @@ switch, and the seeded noise generator. Subclasses only say how a kernel is
 shaped and how the perturbed kernel meets the inputs. Its parts live in
 private modules: the KL term in `_variational_kl`, the state shared with
 the node-based layers in `_stochastic`, Monte Carlo weight samples in
-`_weight_samples`. Each estimator's math lives in its layer file:
-`dense_reparameterization.reparameterization_call`,
-`dense_flipout.flipout_call`, and `DenseLocalReparameterization`; the
-convolution layers import the first two (`_conv_base`).
+`_weight_samples`. Each estimator's math is written once in
+`_estimators` (reparameterization, Flipout), which the Dense, Conv and
+Embedding layers call; the local reparameterization trick, which only a
+Dense layer can do, is `DenseLocalReparameterization`'s own method.
 
 The objective, said once and the same everywhere in tfp_bnn:
 

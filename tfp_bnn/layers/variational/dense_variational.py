@@ -5,17 +5,15 @@ import math
 import keras
 from keras import ops
 
-from tfp_bnn import _validation
 from tfp_bnn import posteriors as posteriors_lib
 from tfp_bnn import priors as priors_lib
 from tfp_bnn._tfp_names import builder_advice
+from tfp_bnn._tfp_names import kl_estimator_with_tfp_alias
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers.variational._dense_base import BayesianDenseBase
 
-# Arguments of other tfp_bnn layers or of TFP's layer that this one replaces.
+# Arguments of other tfp_bnn layers that this one replaces.
 _REPLACED = {
-    "kl_estimator": "use `kl_use_exact=True` (closed form) or False (Monte Carlo, TFP's "
-                    "default)",
     "bayesian_bias": "the bias is always in the posterior with the kernel when use_bias=True",
 }
 # TFP's builder functions, read by `builder_advice` for what to pass instead.
@@ -103,8 +101,9 @@ class DenseVariational(BayesianDenseBase):
     Each call draws one w ~ q (reparameterized) that the whole batch shares,
     computes `activation(inputs @ kernel + bias)`, and adds
     kl_weight * KL(q || p) to the layer's losses: exact with
-    `kl_use_exact=True`, otherwise TFP's default one-sample Monte Carlo
-    estimate log q(w) - log p(w) at the w of the forward pass (Blundell et al. 2015).
+    `kl_estimator="analytic"` (TFP's `kl_use_exact=True`, also accepted),
+    otherwise TFP's default one-sample Monte Carlo estimate log q(w) - log p(w)
+    at the w of the forward pass (Blundell et al. 2015).
 
     TFP's regression tutorial (`posterior_mean_field`, `prior_trainable`) is
 
@@ -120,25 +119,40 @@ class DenseVariational(BayesianDenseBase):
 
     Args:
         units: positive int, the output dimension.
-        posterior: a `tfp_bnn.posteriors.Posterior`, its name, or None for
-            `MeanFieldNormal()`; any posterior works, also your own (see
-            `tfp_bnn.posteriors`).
-        prior: a `tfp_bnn.priors.Prior`, its name, or None for N(0, 1).
+        posterior: a `tfp_bnn.posteriors.Posterior`, its registered name, or
+            None for `MeanFieldNormal()`; any posterior works, also your own
+            (see `tfp_bnn.posteriors`).
+        prior: a `tfp_bnn.priors.Prior`, its registered name, or None for
+            N(0, 1).
         kl_weight: the weight of the KL in the loss, >= 0, usually 1/N for N
-            training examples; None leaves it at 1.0 until a `KLScheduler`
-            sets it.
-        kl_use_exact: True for the closed-form KL (the prior and posterior
-            must have one), False for the Monte Carlo estimate.
+            training examples; None leaves it at 1.0 until a
+            `tfp_bnn.callbacks.KLScheduler` sets it.
+        kl_use_exact: TFP's name of the estimator: True is
+            `kl_estimator="analytic"`, False `kl_estimator="mc"`. Give it or
+            `kl_estimator`; both must agree. None (default) with no
+            `kl_estimator` is TFP's default, the Monte Carlo estimate.
         activation: activation function or its name, as in
-            `keras.layers.Dense` (default: linear).
+            `keras.layers.Dense` (default None: linear).
         use_bias: whether w has a bias part (default True).
         seed: int or None; seeds the weight noise and the initial weights.
-        **kwargs: base layer arguments (`name`, `dtype`, ...) and the rest
-            of `keras.layers.Dense`'s: `activity_regularizer`;
-            `kernel_initializer` and `bias_initializer` initialize the
-            posterior mean of the kernel and bias parts of w;
-            `kernel_regularizer`, `bias_regularizer`, `kernel_constraint`
-            and `bias_constraint` apply to those parts of the posterior mean.
+        kernel_initializer: initializer of the posterior mean of the kernel
+            part of w (default "glorot_uniform").
+        bias_initializer: initializer of the posterior mean of the bias part
+            of w (default "zeros").
+        kernel_regularizer: regularizer of the kernel part of the posterior
+            mean.
+        bias_regularizer: regularizer of the bias part of the posterior mean.
+        activity_regularizer: regularizer of the layer's output.
+        kernel_constraint: constraint on the kernel part of the posterior
+            mean.
+        bias_constraint: constraint on the bias part of the posterior mean.
+        kl_estimator: "analytic" (closed-form KL; the prior and posterior
+            must have one), "mc" (one-sample Monte Carlo log q(w) - log p(w)
+            at the w of the forward pass) or "auto" (analytic where TFP has
+            it), the name every tfp_bnn layer uses; None follows
+            `kl_use_exact`. The config stores this name.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, `trainable`,
+            ...).
 
     Call arguments:
         inputs: tensor of rank >= 2, last axis the input dimension.
@@ -156,8 +170,11 @@ class DenseVariational(BayesianDenseBase):
     TensorShape([2, 4])
     """
 
-    def __init__(self, units, posterior=None, prior=None, kl_weight=None, kl_use_exact=False,
-                 activation=None, use_bias=True, seed=None, **kwargs):
+    def __init__(self, units, posterior=None, prior=None, kl_weight=None, kl_use_exact=None,
+                 activation=None, use_bias=True, seed=None, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 kl_estimator=None, **kwargs):
         for name, advice in _REPLACED.items():
             if name in kwargs:
                 raise ValueError(
@@ -179,20 +196,22 @@ class DenseVariational(BayesianDenseBase):
                     f"`{argument}` got a function, as TFP's positional `{name}`: "
                     f"{builder_advice(argument, value)}; got {argument}={value!r}."
                 )
-        kl_use_exact = _validation.boolean("kl_use_exact", kl_use_exact)
         prior = priors_lib.get(prior)
-        if kl_use_exact and not prior.has_analytic_kl:
-            raise ValueError(
-                f"`kl_use_exact`=True needs a prior with a closed-form KL; {prior!r} has "
-                "none. Use kl_use_exact=False (the Monte Carlo estimate)."
-            )
-        self.kl_use_exact = kl_use_exact
+        kl_estimator = _estimator(kl_estimator, kl_use_exact, prior)
         super().__init__(
-            units, posterior=posterior, prior=prior, kl_weight=kl_weight,
-            kl_estimator="analytic" if kl_use_exact else "mc", activation=activation,
-            use_bias=use_bias, seed=seed, **kwargs,
+            units, activation=activation, use_bias=use_bias,
+            kernel_initializer=kernel_initializer, bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint, posterior=posterior, prior=prior,
+            kl_weight=kl_weight, kl_estimator=kl_estimator, seed=seed, **kwargs,
         )
         self._joint = None
+
+    @property
+    def kl_use_exact(self):
+        """Whether the KL is the closed form (TFP's name; `kl_estimator` says the same)."""
+        return self._use_analytic_kl()
 
     def build(self, input_shape):
         kernel_shape, _, _ = self._dense_shapes(input_shape)
@@ -252,7 +271,18 @@ class DenseVariational(BayesianDenseBase):
 
     def get_config(self):
         config = super().get_config()
-        for name in ("kl_estimator", "bayesian_bias"):
-            config.pop(name)
-        config["kl_use_exact"] = self.kl_use_exact
+        # One name in the config, the one every layer uses; configs saved
+        # with `kl_use_exact` alone load through the constructor's alias.
+        config.pop("bayesian_bias")
         return config
+
+
+def _estimator(kl_estimator, kl_use_exact, prior):
+    """The `kl_estimator` that `kl_estimator` and TFP's `kl_use_exact` say together."""
+    estimator = kl_estimator_with_tfp_alias(kl_estimator, "kl_use_exact", kl_use_exact)
+    if kl_use_exact and not prior.has_analytic_kl:
+        raise ValueError(
+            f"`kl_use_exact`=True needs a prior with a closed-form KL; {prior!r} has "
+            "none. Use kl_use_exact=False (the Monte Carlo estimate)."
+        )
+    return estimator

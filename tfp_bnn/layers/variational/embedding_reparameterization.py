@@ -7,7 +7,7 @@ from keras import ops
 from tfp_bnn import _backend
 from tfp_bnn import _validation
 from tfp_bnn.layers.variational.base import BayesianLayer
-from tfp_bnn.layers.variational.dense_reparameterization import reparameterization_call
+from tfp_bnn.layers.variational._estimators import reparameterization_call
 from tfp_bnn.layers._mixed_precision import float32_variables
 from tfp_bnn.layers._tracing import sample_context
 
