@@ -118,7 +118,7 @@ def main(argv=None):
         tfp_bnn = None
         why = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
         if isinstance(error, ModuleNotFoundError) and error.name == "tensorflow":
-            why += " (modules of tfp_bnn not yet ported to keras.ops still import TensorFlow)"
+            why += " (a module imported TensorFlow at import time: a defect on JAX)"
         print(f"tfp_bnn does not import here, its rows are skipped: {why}")
     print(f"== tfp_bnn on Keras' JAX backend: 784-400-400-10 MLP, Adam, batch "
           f"{args.batch_size}, KL weight 1/{NUM_EXAMPLES} ==")
