@@ -33,7 +33,7 @@ def test_mean_mode_matches_keras_lstm(kwargs):
 
 
 def test_rows_keep_their_own_weights_over_the_pass():
-    checks.check_flipout_rows_keep_their_weights(LSTMCellFlipout, keras.layers.LSTM)
+    checks.check_one_draw_for_all_steps(LSTMCellFlipout, keras.layers.LSTM)
 
 
 def test_per_example_variance_matches_reparameterization():
