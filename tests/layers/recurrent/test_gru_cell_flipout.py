@@ -4,8 +4,12 @@ The checks shared with the other recurrent cells live in
 tests/layers/recurrent/recurrent_checks.py; the expensive ones run in
 test_lstm_cell_flipout.py only (same base class, see there). Both GRU
 layouts are compared with Keras, row by row: reset_after=False slices the
-recurrent Flipout kernel into two matmuls. The tests marked `jax` run on
-every Keras backend.
+recurrent Flipout kernel into two matmuls.
+
+The per-row check with reset_after is marked `jax` and runs on every Keras
+backend: there it is the check of the GRU gates, of Flipout, of the one draw
+per pass and of masking (each cell configuration a JAX test builds costs its
+own compilations, so one test carries them).
 """
 
 import keras
@@ -17,7 +21,6 @@ from tfp_bnn.layers import GRUCellReparameterization
 
 LAYOUTS = [{}, {"reset_after": False, "bayesian_bias": True, "activation": "relu"}]
 IDS = ["reset_after", "reset_before_bayesian_bias_relu"]
-# The per-row check with reset_after also runs on JAX.
 ROWS = [pytest.param(LAYOUTS[0], id=IDS[0], marks=pytest.mark.jax),
         pytest.param(LAYOUTS[1], id=IDS[1])]
 

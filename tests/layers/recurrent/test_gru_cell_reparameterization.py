@@ -2,7 +2,7 @@
 
 The checks shared with the LSTM cell live in tests/layers/recurrent/recurrent_checks.py;
 the expensive ones run in the LSTM cell's test file only (same base class,
-see there). The tests marked `jax` run on every Keras backend.
+see there).
 """
 
 import keras
@@ -13,22 +13,18 @@ from tfp_bnn.layers import GRUCellReparameterization
 
 
 @pytest.mark.parametrize("check", [
-    pytest.param(checks.check_kl_once_per_pass, marks=pytest.mark.jax),
-    checks.check_masking_within_a_pass, pytest.param(checks.check_seeded_determinism,
-                                                     marks=pytest.mark.jax)])
+    checks.check_kl_once_per_pass, checks.check_masking_within_a_pass])
 def test_shared_checks(check):
     check(GRUCellReparameterization)
 
 
 @pytest.mark.parametrize("kwargs", [
-    pytest.param({}, id="reset_after", marks=pytest.mark.jax),
-    pytest.param({"reset_after": False, "bayesian_bias": True, "activation": "relu"},
-                 id="reset_before_bayesian_bias_relu")])
+    {}, {"reset_after": False, "bayesian_bias": True, "activation": "relu"}],
+    ids=["reset_after", "reset_before_bayesian_bias_relu"])
 def test_mean_mode_matches_keras_gru(kwargs):
     checks.check_matches_keras(GRUCellReparameterization, keras.layers.GRU, **kwargs)
 
 
-@pytest.mark.jax
 def test_one_draw_for_all_steps():
     checks.check_one_draw_for_all_steps(GRUCellReparameterization, keras.layers.GRU)
 

@@ -40,9 +40,13 @@ def test_mean_mode_matches_keras_lstm(kwargs):
     checks.check_matches_keras(LSTMCellReparameterization, keras.layers.LSTM, **kwargs)
 
 
-@pytest.mark.jax
 def test_masking_within_a_pass():
     checks.check_masking_within_a_pass(LSTMCellReparameterization)
+
+
+@pytest.mark.jax
+def test_seeded_determinism():
+    checks.check_seeded_determinism(LSTMCellReparameterization)
 
 
 def test_sample_trace_applies_one_sample_per_tile():
