@@ -5,11 +5,6 @@ tests/layers/recurrent/recurrent_checks.py; the expensive ones run in
 test_lstm_cell_flipout.py only (same base class, see there). Both GRU
 layouts are compared with Keras, row by row: reset_after=False slices the
 recurrent Flipout kernel into two matmuls.
-
-The per-row check with reset_after is marked `jax` and runs on every Keras
-backend: there it is the check of the GRU gates, of Flipout, of the one draw
-per pass and of masking (each cell configuration a JAX test builds costs its
-own compilations, so one test carries them).
 """
 
 import keras
@@ -21,8 +16,6 @@ from tfp_bnn.layers import GRUCellReparameterization
 
 LAYOUTS = [{}, {"reset_after": False, "bayesian_bias": True, "activation": "relu"}]
 IDS = ["reset_after", "reset_before_bayesian_bias_relu"]
-ROWS = [pytest.param(LAYOUTS[0], id=IDS[0], marks=pytest.mark.jax),
-        pytest.param(LAYOUTS[1], id=IDS[1])]
 
 
 @pytest.mark.parametrize("check", [
@@ -36,7 +29,7 @@ def test_mean_mode_matches_keras_gru(kwargs):
     checks.check_matches_keras(GRUCellFlipout, keras.layers.GRU, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", ROWS)
+@pytest.mark.parametrize("kwargs", LAYOUTS, ids=IDS)
 def test_rows_keep_their_own_weights_over_the_pass(kwargs):
     checks.check_one_draw_for_all_steps(GRUCellFlipout, keras.layers.GRU, **kwargs)
 

@@ -9,7 +9,9 @@ its mean-mode comparison with `keras.layers.GRU` covers.
 
 The tests marked `jax` run on every Keras backend: on JAX `keras.layers.RNN`
 runs the cell inside `jax.lax.scan`, with the weights drawn and the KL added
-before the loop, as on TensorFlow.
+before the loop, as on TensorFlow. The Flipout cells' JAX check is in
+test_lstm_cell_flipout.py; the GRU cells differ only in their gates, written
+in `keras.ops` alike, and are checked on TensorFlow.
 """
 
 import keras
