@@ -16,6 +16,14 @@ steps, at the very weights the pass uses. A cell called on its own (outside
 `RNN`) draws at every call, as a Dense layer does, and its KL still counts
 once per outer call (`_kl_tracking`).
 
+The same hook serves both Keras backends. On TensorFlow the loop is a
+`tf.while_loop`; on JAX `keras.layers.RNN` runs the cell inside
+`jax.lax.scan`, whose body can neither advance a seed generator nor hand a
+loss out of the scan. There the pass's weights are traced values made
+before the scan and closed over by its body, so every step reads the same
+draw, and the KL was added before the scan began: once per call of the RNN,
+so once per training step, as on TensorFlow.
+
 Two estimators: `BayesianRNNCellBase` runs the whole batch on one weight
 sample per pass (reparameterization); `BayesianRNNCellFlipout` gives each
 row its own sign-flipped perturbation of it (Flipout). The gate equations
