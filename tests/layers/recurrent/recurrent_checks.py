@@ -3,7 +3,10 @@
 tests/layers/recurrent/test_{lstm,gru}_cell_{reparameterization,flipout}.py run each
 of them on their cell, which also covers the shared modules
 `tfp_bnn/layers/recurrent/_recurrent_cell.py` and `_recurrent_gates.py`; the
-`check_flipout_*` checks are the Flipout cells' own.
+`check_flipout_*` checks are the Flipout cells' own. The checks that run on
+every Keras backend (the test files mark them `jax`) use `keras.ops` only;
+`check_kl_once_per_pass(traced=True)` and `check_flipout_variance` trace
+with `tf.function` and stay on TensorFlow.
 """
 
 from unittest import mock
@@ -16,6 +19,7 @@ from keras.src import testing
 from tfp_bnn.callbacks import KLScheduler
 from tfp_bnn.layers import EmbeddingReparameterization
 from tfp_bnn.layers._tracing import no_kl_trace
+from tfp_bnn.layers.recurrent._recurrent_cell import FlipoutKernel
 from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.modes import set_mean_mode
 from tfp_bnn.testing.layer_test import check_fit_and_save
@@ -31,18 +35,24 @@ def _numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
+def _seed_state(cell):
+    return keras.ops.convert_to_numpy(cell.seed_generator.state).copy()
+
+
 def check_keras_harness(cell_cls):
     """Keras 3's `run_layer_test` on `keras.layers.RNN(cell)`, as Keras tests its own cells.
 
     Weights: kernel loc and rho, recurrent kernel loc and rho, a point bias;
-    non-trainable: kl_weight and the sampling switch; one seed generator; one
-    KL loss; the mixed_float16 policy. Its training step is left to the
-    compiled `fit` of `check_fit_and_save_with_embedding`.
+    non-trainable: kl_weight and the sampling switch; one seed generator (and
+    on JAX the KL tracker's total and count, which the compiled steps carry
+    there); one KL loss; the mixed_float16 policy. Its training step is left
+    to the compiled `fit` of `check_fit_and_save_with_embedding`.
     """
+    state = 3 + (2 if keras.backend.backend() == "jax" else 0)
     testing.TestCase().run_layer_test(
         keras.layers.RNN, {"cell": cell_cls(UNITS, **KL)}, input_shape=(2, 3, 4),
         expected_output_shape=(2, UNITS), expected_num_trainable_weights=5,
-        expected_num_non_trainable_weights=2, expected_num_non_trainable_variables=3,
+        expected_num_non_trainable_weights=2, expected_num_non_trainable_variables=state,
         expected_num_seed_generators=1, expected_num_losses=1, supports_masking=True,
         run_training_check=False)
 
@@ -54,7 +64,9 @@ def check_kl_once_per_pass(cell_cls, traced=False):
     values agree to float precision. The seed generator advances as much for
     10 steps as for 1: the weights are drawn once per pass, not per step.
     With `traced`, the 10-step pass runs in a `tf.function` (the RNN's
-    `tf.while_loop`, where a draw per step would advance the seed each step).
+    `tf.while_loop`, where a draw per step would advance the seed each step;
+    TensorFlow only, `check_kl_once_per_compiled_step` is the check for
+    every backend).
     """
     cell = cell_cls(UNITS, **KL)
     rnn = keras.layers.RNN(cell)
@@ -66,14 +78,62 @@ def check_kl_once_per_pass(cell_cls, traced=False):
     results = []
     for run, x in ((losses, X[:, :1]), (tf.function(losses) if traced else losses,
                                         np.tile(X[:, :1], (1, 10, 1)))):
-        before = cell.seed_generator.state.numpy().copy()
+        before = _seed_state(cell)
         terms = run(x)
-        advance = cell.seed_generator.state.numpy() - before
+        advance = _seed_state(cell) - before
         results.append((len(terms), float(terms[0]), tuple(advance)))
     (count_1, kl_1, advance_1), (count_10, kl_10, advance_10) = results
     assert count_1 == count_10 == 1
     np.testing.assert_allclose(kl_10, kl_1, rtol=1e-6)
     assert advance_1 == advance_10 and any(advance_1)
+
+
+def _zero_data_loss(y_true, y_pred):
+    # The model's loss is then its KL terms alone.
+    return 0.0 * keras.ops.mean(y_pred, axis=-1)
+
+
+def _analytic_kl(cell):
+    """KL(N(loc, softplus(rho)^2) || N(0, 1)) over kernel and recurrent kernel, in NumPy."""
+    kl = 0.0
+    for loc, rho in (cell.kernel_params, cell.recurrent_kernel_params):
+        loc = _numpy(loc).astype("float64")
+        scale = np.logaddexp(0.0, _numpy(rho).astype("float64"))
+        kl += float(np.sum(0.5 * (scale**2 + loc**2 - 1.0) - np.log(scale)))
+    return kl
+
+
+def check_kl_once_per_compiled_step(cell_cls):
+    """In a compiled `fit` step over 10-step sequences the loss is kl_weight * KL once.
+
+    The data loss is zero and the learning rate 0, so the step's loss is the
+    KL terms alone: the closed form of the cell's posterior, computed here in
+    NumPy, once, not once per time step. The RNN's loop is traced there (a
+    `tf.while_loop`, or on JAX a `jax.lax.scan`, whose body cannot hand a
+    loss out): the cell adds its KL before the loop, where it draws the
+    pass's weights.
+    """
+    model = keras.Sequential([keras.Input((10, 4)), keras.layers.RNN(cell_cls(UNITS, **KL))])
+    model.compile(keras.optimizers.SGD(0.0), _zero_data_loss)
+    expected = KL["kl_weight"] * _analytic_kl(model.layers[0].cell)
+    x = np.tile(X[:, :1], (1, 10, 1))
+    loss = model.fit(x, np.zeros((3, UNITS), "float32"), batch_size=3, verbose=0)
+    np.testing.assert_allclose(loss.history["loss"][-1], expected, rtol=1e-5)
+
+
+def check_seeded_determinism(cell_cls):
+    """Cells with the same seed give the same passes; each call draws anew; seeds differ.
+
+    The first cell runs two passes, the others one (each eager pass on JAX
+    compiles its loop anew).
+    """
+    outputs = []
+    for seed, passes in ((7, 2), (7, 1), (8, 1)):
+        rnn = keras.layers.RNN(cell_cls(UNITS, kl_weight=0.1, seed=seed))
+        outputs.append([_numpy(rnn(X, training=True)) for _ in range(passes)])
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    assert not np.allclose(outputs[0][0], outputs[0][1])  # a new draw per pass
+    assert not np.allclose(outputs[0][0], outputs[2][0])  # another seed
 
 
 def _mean_weights(cell):
@@ -155,7 +215,7 @@ def check_fit_and_save_with_embedding(cell_cls):
     model = keras.Sequential([
         keras.Input((5,), dtype="int32"),
         EmbeddingReparameterization(5, 4, mask_zero=True, seed=0),
-        keras.layers.RNN(cell_cls(4, seed=1)),
+        keras.layers.RNN(cell_cls(UNITS, seed=1)),
         keras.layers.Dense(1)])
     history = check_fit_and_save(model, tokens, y, epochs=12, batch_size=16, learning_rate=0.05,
                                  callbacks=[KLScheduler(num_examples=len(y))])
@@ -163,39 +223,56 @@ def check_fit_and_save_with_embedding(cell_cls):
     assert data[-1] < 0.5 * data[0], data
 
 
-def _flipout_terms(kernel, row):
-    """Row `row`'s kernel in a Flipout pass: loc + delta * (s_row r_row^T)."""
+def _row_kernel(kernel, row):
+    """Row `row`'s kernel in a pass: the sample, or Flipout's loc + delta * (s_row r_row^T)."""
+    if not isinstance(kernel, FlipoutKernel):
+        return _numpy(kernel)
     loc, delta = _numpy(kernel.loc), _numpy(kernel.delta)
     return loc + delta * np.outer(_numpy(kernel.sign_in)[row], _numpy(kernel.sign_out)[row])
 
 
-def check_flipout_rows_keep_their_weights(cell_cls, keras_rnn_cls, **cell_kwargs):
-    """Row n of a Flipout pass is Keras's RNN with W_n = loc + delta * (s_n r_n^T), U_n alike.
+def check_one_draw_for_all_steps(cell_cls, keras_rnn_cls, **cell_kwargs):
+    """A sampling pass of `RNN(cell)` draws its weights once and runs every step on them.
 
-    One pass is drawn and held fixed; every output step of every row must be
-    the Keras layer's with that row's weights: the perturbation and the sign
-    vectors are drawn once per pass, kept over the steps, and differ by row.
+    The pass's draw is recorded (the cell makes exactly one per pass); every
+    output step of every row must be the Keras layer's with that row's
+    weights (Flipout: W_n = loc + delta * (s_n r_n^T), U_n alike), so no step
+    ran on other noise. The rows are masked to lengths 6, 4, 2 on both sides:
+    masked steps follow Keras's rule while sampling. For Flipout the rows'
+    weights also differ.
     """
     flags = dict(return_sequences=True)
     rnn = keras.layers.RNN(cell_cls(UNITS, **cell_kwargs, **KL), **flags)
     rnn.build(X.shape)
     cell = rnn.cell
-    fixed = cell._draw_pass(tf.constant(X[:, 0]), training=True)
-    with mock.patch.object(cell, "_draw_pass", lambda step_input, training: fixed):
-        ours = _numpy(rnn(X, training=True))
+    draws = []
+    draw_pass = cell._draw_pass
+
+    def recorded(step_input, training):
+        draws.append(draw_pass(step_input, training))
+        return draws[-1]
+
+    with mock.patch.object(cell, "_draw_pass", recorded):
+        ours = _numpy(rnn(X, mask=MASK, training=True))
+    assert len(draws) == 1, len(draws)
+    drawn = draws[0]
     keras_kwargs = {key: value for key, value in cell_kwargs.items() if key != "bayesian_bias"}
     reference = keras_rnn_cls(UNITS, **keras_kwargs, **flags)
     reference.build(X.shape)
+
+    def row_weights(row):
+        return [_row_kernel(drawn.kernel, row), _row_kernel(drawn.recurrent_kernel, row),
+                _numpy(drawn.bias)]
+
     rows = []
     for row in range(len(X)):
-        reference.set_weights([_flipout_terms(fixed.kernel, row),
-                               _flipout_terms(fixed.recurrent_kernel, row), _numpy(fixed.bias)])
-        rows.append(_numpy(reference(X[row:row + 1]))[0])
+        reference.set_weights(row_weights(row))
+        rows.append(_numpy(reference(X[row:row + 1], mask=MASK[row:row + 1]))[0])
         np.testing.assert_allclose(ours[row], rows[-1], rtol=1e-5, atol=1e-6)
-    # The rows' weights differ: row 0's weights give row 1 another output.
-    reference.set_weights([_flipout_terms(fixed.kernel, 0),
-                           _flipout_terms(fixed.recurrent_kernel, 0), _numpy(fixed.bias)])
-    assert not np.allclose(_numpy(reference(X[1:2]))[0], rows[1], atol=1e-4)
+    if isinstance(drawn.kernel, FlipoutKernel):
+        # The rows' weights differ: row 0's weights give row 1 another output.
+        reference.set_weights(row_weights(0))
+        assert not np.allclose(_numpy(reference(X[1:2]))[0], rows[1], atol=1e-4)
 
 
 # z-score of the Monte Carlo checks below: a two-sided normal tail of 7e-6 each.

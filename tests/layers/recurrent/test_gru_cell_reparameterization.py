@@ -25,6 +25,10 @@ def test_mean_mode_matches_keras_gru(kwargs):
     checks.check_matches_keras(GRUCellReparameterization, keras.layers.GRU, **kwargs)
 
 
+def test_one_draw_for_all_steps():
+    checks.check_one_draw_for_all_steps(GRUCellReparameterization, keras.layers.GRU)
+
+
 def test_sample_trace_applies_one_sample_per_tile():
     checks.check_sample_trace(GRUCellReparameterization, keras.layers.GRU)
 

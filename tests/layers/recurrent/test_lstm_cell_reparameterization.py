@@ -6,6 +6,12 @@ precision, the traced KL count, training with KLScheduler and the `.keras`
 round trip) run here only: the GRU cell shares every line of that code path
 (`tfp_bnn/layers/recurrent/_recurrent_cell.py`) and differs only in its gates, which
 its mean-mode comparison with `keras.layers.GRU` covers.
+
+The tests marked `jax` run on every Keras backend: on JAX `keras.layers.RNN`
+runs the cell inside `jax.lax.scan`, with the weights drawn and the KL added
+before the loop, as on TensorFlow. The Flipout cells' JAX check is in
+test_lstm_cell_flipout.py; the GRU cells differ only in their gates, written
+in `keras.ops` alike, and are checked on TensorFlow.
 """
 
 import keras
@@ -16,12 +22,18 @@ from tests.layers.recurrent import recurrent_checks as checks
 from tfp_bnn.layers import LSTMCellReparameterization
 
 
+@pytest.mark.jax
 def test_keras_harness():
     checks.check_keras_harness(LSTMCellReparameterization)
 
 
 def test_kl_once_per_pass_traced():
     checks.check_kl_once_per_pass(LSTMCellReparameterization, traced=True)
+
+
+@pytest.mark.jax
+def test_kl_once_per_compiled_step():
+    checks.check_kl_once_per_compiled_step(LSTMCellReparameterization)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"bayesian_bias": True, "unit_forget_bias": False}],
@@ -34,10 +46,16 @@ def test_masking_within_a_pass():
     checks.check_masking_within_a_pass(LSTMCellReparameterization)
 
 
+@pytest.mark.jax
+def test_seeded_determinism():
+    checks.check_seeded_determinism(LSTMCellReparameterization)
+
+
 def test_sample_trace_applies_one_sample_per_tile():
     checks.check_sample_trace(LSTMCellReparameterization, keras.layers.LSTM)
 
 
+@pytest.mark.jax
 def test_fit_with_kl_scheduler_and_save():
     checks.check_fit_and_save_with_embedding(LSTMCellReparameterization)
 

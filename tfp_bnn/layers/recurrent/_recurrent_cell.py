@@ -16,6 +16,14 @@ steps, at the very weights the pass uses. A cell called on its own (outside
 `RNN`) draws at every call, as a Dense layer does, and its KL still counts
 once per outer call (`_kl_tracking`).
 
+The same hook serves both Keras backends. On TensorFlow the loop is a
+`tf.while_loop`; on JAX `keras.layers.RNN` runs the cell inside
+`jax.lax.scan`, whose body can neither advance a seed generator nor hand a
+loss out of the scan. There the pass's weights are traced values made
+before the scan and closed over by its body, so every step reads the same
+draw, and the KL was added before the scan began: once per call of the RNN,
+so once per training step, as on TensorFlow.
+
 Two estimators: `BayesianRNNCellBase` runs the whole batch on one weight
 sample per pass (reparameterization); `BayesianRNNCellFlipout` gives each
 row its own sign-flipped perturbation of it (Flipout). The gate equations
@@ -28,7 +36,6 @@ import collections
 import threading
 
 import keras
-from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _keras_internals
@@ -153,7 +160,7 @@ class BayesianRNNCellBase(_keras_internals.DropoutRNNCell, BayesianLayer):
         super().reset_dropout_mask()
 
     def _sample(self, draw, noise_scale):
-        mean = tf.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
+        mean = ops.cast(self.posterior.mean(draw.prepared), self.compute_dtype)
         return mean + self._scaled(draw.perturbation, noise_scale)
 
     def _draw_pass(self, step_input, training):
@@ -191,9 +198,9 @@ class BayesianRNNCellBase(_keras_internals.DropoutRNNCell, BayesianLayer):
         draws = context.draws.get(id(self))
         kernels, recurrent, biases = draws or self.predictive_samples(samples)
         if biases is not None:  # per-sample bias, repeated for the rows of its tile
-            bias = tf.repeat(biases, tf.shape(step_input)[0] // samples, axis=0)
+            bias = ops.repeat(biases, ops.shape(step_input)[0] // samples, axis=0)
         else:
-            bias = tf.cast(self.bias, self.compute_dtype) if self.use_bias else None
+            bias = ops.cast(self.bias, self.compute_dtype) if self.use_bias else None
         return PassWeights(kernels, recurrent, bias, samples)
 
     @staticmethod
@@ -203,8 +210,8 @@ class BayesianRNNCellBase(_keras_internals.DropoutRNNCell, BayesianLayer):
             return kernel.project(x)
         if weights.samples is None:
             return ops.matmul(x, kernel)
-        tiles = tf.reshape(x, [weights.samples, -1, x.shape[-1]])
-        return tf.reshape(tf.matmul(tiles, kernel), [-1, kernel.shape[-1]])
+        tiles = ops.reshape(x, (weights.samples, -1, x.shape[-1]))
+        return ops.reshape(ops.matmul(tiles, kernel), (-1, kernel.shape[-1]))
 
     # -- one step ---------------------------------------------------------------
     def call(self, inputs, states, training=False):
@@ -213,7 +220,7 @@ class BayesianRNNCellBase(_keras_internals.DropoutRNNCell, BayesianLayer):
             weights = self._passes.get(threading.get_ident())
             if weights is None:  # called outside keras.layers.RNN: a draw per call
                 weights = self._draw_pass(inputs, training)
-            previous = states[0] if tf.nest.is_nested(states) else states
+            previous = states[0] if keras.tree.is_nested(states) else states
             recurrent_inputs = previous
             if training and 0.0 < self.dropout < 1.0:
                 inputs = inputs * super().get_dropout_mask(inputs)
@@ -261,12 +268,12 @@ class BayesianRNNCellFlipout(BayesianRNNCellBase):
 
     def _pass_kernels(self, step_input, kernel_draw, recurrent_draw, noise_scale, seed):
         dtype = self.compute_dtype
-        shape = tf.shape(step_input)
+        shape = noise.shape_of(step_input)
         width = self.gates * self.units
-        seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+        seeds = noise.split(seed, 4)
 
         def flipout(draw, fan_in, sign_seeds):
-            loc = tf.cast(self.posterior.mean(draw.prepared), dtype)
+            loc = ops.cast(self.posterior.mean(draw.prepared), dtype)
             delta = self._scaled(draw.perturbation, noise_scale)
             return FlipoutKernel(loc, delta, noise.signs([shape[0], fan_in], dtype, sign_seeds[0]),
                                  noise.signs([shape[0], width], dtype, sign_seeds[1]))
