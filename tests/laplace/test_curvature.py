@@ -1,4 +1,4 @@
-"""The last layer's GGN, its eigenbasis and the evidence maximiser (pure NumPy/TF math)."""
+"""The last layer's GGN, its eigenbasis and the evidence maximiser (pure NumPy math)."""
 
 import numpy as np
 import pytest

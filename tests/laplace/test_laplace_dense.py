@@ -1,4 +1,6 @@
-"""LaplaceDense: modes, regression outputs, saving, argument checks."""
+"""LaplaceDense: modes, regression outputs, saving, argument checks.
+
+All marked `jax`: the layer computes in `keras.ops` on both backends."""
 
 import keras
 import numpy as np
@@ -6,6 +8,8 @@ import pytest
 
 import tfp_bnn
 from tfp_bnn.laplace import LaplaceDense
+
+pytestmark = pytest.mark.jax
 
 D, K = 3, 2
 

@@ -48,6 +48,7 @@ def fitted(model, x, y, phi, lam, hessian="full"):
     return laplace.fit(x, y, batch_size=16)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("hessian", ["full", "kron"])
 def test_linear_regression_posterior_and_predictive_are_exact(linear, hessian):
     model, x, y, phi = linear
@@ -92,6 +93,7 @@ def test_laplace_evidence_is_the_exact_evidence_and_its_maximiser_the_grid_one(l
     assert laplace.optimize_prior_precision() == pytest.approx(best, rel=1e-5)
 
 
+@pytest.mark.jax
 def test_monte_carlo_regression_through_predict_matches_the_closed_form(linear):
     model, x, y, phi = linear
     laplace = fitted(model, x, y, phi, 1.0)
@@ -121,7 +123,8 @@ def classifier():
     return model, x, labels
 
 
-@pytest.mark.parametrize("hessian", ["full", "kron"])
+@pytest.mark.parametrize("hessian", [pytest.param("full"),
+                                     pytest.param("kron", marks=pytest.mark.jax)])
 def test_classification_probit_and_samples(classifier, hessian):
     model, x, labels = classifier
     laplace = LastLayerLaplace(model, "classification", hessian=hessian).fit(x, labels)

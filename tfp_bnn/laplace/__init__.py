@@ -6,6 +6,10 @@
   `tfp_bnn.predict` samples (Daxberger et al. 2021, "Laplace Redux", NeurIPS).
 - `LaplaceDense`: that predictive model's last layer.
 - `curvature`: the GGN, its eigenbasis and the evidence.
+
+On every Keras backend: the fit reads the features through the Keras model and needs no
+autodiff (the last Dense layer's GGN is in closed form), the post-hoc linear algebra is
+float64 NumPy, and `LaplaceDense` computes in `keras.ops`.
 """
 
 from tfp_bnn.laplace import curvature

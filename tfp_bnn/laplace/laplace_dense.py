@@ -1,15 +1,32 @@
 """`LaplaceDense`: a Dense layer whose weights are drawn from a Laplace posterior."""
 
 import keras
-from tfp_bnn._tf import tf
+import numpy as np
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation as check
 from tfp_bnn import noise
 from tfp_bnn.laplace.curvature import LIKELIHOODS
 from tfp_bnn.laplace.curvature import STRUCTURES
+from tfp_bnn._tf import tf
 from tfp_bnn.layers._tracing import sample_context
 
 
+def _noise_shape(num_samples, *dims):
+    """The shape of S noise draws: static on JAX (S an int under `jax.jit`), one
+    stacked shape tensor on TensorFlow (S may be a scalar tensor there)."""
+    if _backend.is_jax():
+        return (int(num_samples),) + dims
+    return tf.stack([num_samples, *dims])
+
+
+def _matmul_transposed(a, b):
+    """a b^T. TensorFlow keeps its fused `transpose_b` kernel, whose rounding
+    differs from a transpose then a matmul for a single row; JAX transposes."""
+    if _backend.is_jax():
+        return ops.matmul(a, ops.transpose(b))
+    return tf.matmul(a, b, transpose_b=True)
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class LaplaceDense(keras.layers.Layer):
@@ -51,10 +68,10 @@ class LaplaceDense(keras.layers.Layer):
     >>> layer = LaplaceDense(2, structure="kron")
     >>> layer.build((None, 3))   # P = 3 + 1 with the bias
     >>> layer.set_posterior(np.zeros((4, 2)), (np.eye(4), np.eye(2), np.full((4, 2), 0.1)))
-    >>> layer.predictive_samples(5).shape   # theta* + U_A (scales * E) U_G^T
-    TensorShape([5, 4, 2])
-    >>> layer(np.ones((3, 3), "float32")).shape
-    TensorShape([3, 2])
+    >>> tuple(layer.predictive_samples(5).shape)   # theta* + U_A (scales * E) U_G^T
+    (5, 4, 2)
+    >>> tuple(layer(np.ones((3, 3), "float32")).shape)
+    (3, 2)
     """
 
     stochastic_layer = True
@@ -99,9 +116,9 @@ class LaplaceDense(keras.layers.Layer):
             factors: what `Eigenbasis.sampling_factors` returns: (L [PK, PK],)
                 for "full", (U_A [P, P], U_G [K, K], scales [P, K]) for "kron".
         """
-        self.loc.assign(tf.cast(loc, self.loc.dtype))
+        self.loc.assign(np.asarray(loc, self.loc.dtype))
         for variable, value in zip(self.factors, factors):
-            variable.assign(tf.cast(value, variable.dtype))
+            variable.assign(np.asarray(value, variable.dtype))
 
     def predictive_samples(self, num_samples):
         """Weight samples from the posterior (all theta* in mean mode).
@@ -114,40 +131,41 @@ class LaplaceDense(keras.layers.Layer):
         """
         rows, units = self.loc.shape
         seed = noise.next_seed(self.seed_generator)
-        scale = tf.cast(self.sampling, self.compute_dtype)
+        scale = ops.cast(self.sampling, self.compute_dtype)
         if self.structure == "full":
-            eps = noise.normal(tf.stack([num_samples, rows * units]), self.compute_dtype, seed)
-            deltas = tf.matmul(eps, self.factors[0], transpose_b=True)
-            deltas = tf.reshape(deltas, [-1, rows, units])
+            eps = noise.normal(_noise_shape(num_samples, rows * units), self.compute_dtype, seed)
+            deltas = _matmul_transposed(eps, self.factors[0])
+            deltas = ops.reshape(deltas, (-1, rows, units))
         else:
             feature_basis, output_basis, scales = self.factors
-            eps = noise.normal(tf.stack([num_samples, rows, units]), self.compute_dtype, seed)
-            deltas = tf.einsum("ij,sjk,lk->sil", feature_basis, eps * scales, output_basis)
+            eps = noise.normal(_noise_shape(num_samples, rows, units), self.compute_dtype, seed)
+            deltas = ops.einsum("ij,sjk,lk->sil", feature_basis, eps * scales, output_basis)
         return self.loc[None] + scale * deltas
 
     def _phi(self, inputs):
-        inputs = tf.cast(inputs, self.compute_dtype)
+        inputs = ops.cast(inputs, self.compute_dtype)
         if not self.use_bias:
             return inputs
-        return tf.concat([inputs, tf.ones_like(inputs[:, :1])], axis=-1)
+        return ops.concatenate([inputs, ops.ones_like(inputs[:, :1])], axis=-1)
 
     def call(self, inputs, training=None):
         phi = self._phi(inputs)
         context = sample_context()
         if training:
-            outputs = tf.matmul(phi, self.loc)
+            outputs = ops.matmul(phi, self.loc)
         elif context is not None:
             count = context.num_samples
             weights = context.draws.get(id(self))
             weights = self.predictive_samples(count) if weights is None else weights
-            sliced = tf.reshape(phi, tf.stack([count, -1, tf.shape(phi)[-1]]))
-            outputs = tf.reshape(tf.matmul(sliced, weights), [-1, self.units])
+            sliced = ops.reshape(phi, (count, -1, phi.shape[-1]))
+            outputs = ops.reshape(ops.matmul(sliced, weights), (-1, self.units))
         else:
-            outputs = tf.matmul(phi, self.predictive_samples(1)[0])
+            outputs = ops.matmul(phi, self.predictive_samples(1)[0])
         if self.likelihood == "classification":
             return outputs
-        log_variance = tf.math.log(tf.cast(self.noise_variance, outputs.dtype))
-        return tf.concat([outputs, tf.fill(tf.shape(outputs), log_variance)], axis=-1)
+        log_variance = ops.log(ops.cast(self.noise_variance, outputs.dtype))
+        return ops.concatenate([outputs, ops.broadcast_to(log_variance, ops.shape(outputs))],
+                               axis=-1)
 
     def compute_output_shape(self, input_shape):
         width = self.units if self.likelihood == "classification" else 2 * self.units
