@@ -32,6 +32,10 @@ class LazyModule:
 
 
 tf = LazyModule("tensorflow")
+# TFP on TensorFlow, whatever the backend: for code that reads objects a
+# TensorFlow program made (the distributions `tfp.layers`' builders return).
+# Computations on the active backend take `tfp_bnn._substrate`'s instead.
+tfp = LazyModule("tensorflow_probability")
 
 
 def loaded():
@@ -45,4 +49,4 @@ def is_tensor(value):
     return loaded() and isinstance(value, tf.Tensor)
 
 
-__all__ = ["LazyModule", "is_tensor", "loaded", "tf"]
+__all__ = ["LazyModule", "is_tensor", "loaded", "tf", "tfp"]

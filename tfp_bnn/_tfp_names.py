@@ -15,11 +15,10 @@ import math
 
 import numpy as np
 from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
+from tfp_bnn._tf import tfp
 
 from tfp_bnn import _validation
 
-tfd = tfp.distributions
 
 _DIVERGENCE = (
     "tfp_bnn adds kl_weight * KL(q || p) to the loss itself: for TFP's "
@@ -95,6 +94,7 @@ def _divergence_weight(fn):
     """
     if not callable(fn):
         return None
+    tfd = tfp.distributions  # TensorFlow's: `fn` is a TensorFlow program's function
     q = tfd.Independent(tfd.Normal([1.0], [1.0]), reinterpreted_batch_ndims=1)
     p = tfd.Independent(tfd.Normal([0.0], [1.0]), reinterpreted_batch_ndims=1)
     try:
@@ -239,8 +239,8 @@ def builder_advice(argument, builder):
     initializer = "'zeros'" if loc == 0.0 else f"keras.initializers.Constant({loc:g})"
     if scale <= _TFP_SCALE_SHIFT:
         return BUILDER_ADVICE[argument]
-    family = ("FullCovarianceNormal" if isinstance(distribution, tfd.MultivariateNormalTriL)
-              else "MeanFieldNormal")
+    full = isinstance(distribution, tfp.distributions.MultivariateNormalTriL)
+    family = "FullCovarianceNormal" if full else "MeanFieldNormal"
     kind = "full-covariance" if family == "FullCovarianceNormal" else "mean-field"
     return (f"this posterior starts {kind} at loc {loc:g}, scale {scale:.6g}: pass "
             f"`posterior=tfp_bnn.posteriors.{family}(rho_init={_rho_text(scale)}, "

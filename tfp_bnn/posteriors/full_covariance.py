@@ -8,10 +8,12 @@ import collections
 import math
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import noise
+from tfp_bnn._substrate import tfp
+from tfp_bnn._tf import tf
 from tfp_bnn.posteriors.base import NormalPosterior
 from tfp_bnn.posteriors.base import PosteriorDraw
 from tfp_bnn.posteriors.base import seeded_initializer
@@ -95,14 +97,15 @@ class FullCovarianceNormal(NormalPosterior):
         Returns:
             (loc, scale_tril): loc in the weight shape, scale_tril [D, D].
         """
-        loc, rho, tril = (tf.convert_to_tensor(p) for p in params)
-        diag = tf.nn.softplus(tf.reshape(rho, [-1]))
+        loc, rho, tril = (ops.convert_to_tensor(p) for p in params)
+        diag = ops.softplus(ops.reshape(rho, [-1]))
         if self.scale_offset:
             diag = diag + self.scale_offset
         # fill_triangular gives a (D-1) x (D-1) lower triangle; one row above and
         # one column to its right make it the strictly lower part of D x D.
-        lower = tf.pad(tfp.math.fill_triangular(tril), [[1, 0], [0, 1]])
-        return FullCovariancePrepared(loc, tf.linalg.set_diag(lower, diag))
+        # Its diagonal is zero, so adding diag(d) sets the diagonal exactly.
+        lower = ops.pad(tfp.math.fill_triangular(tril), [[1, 0], [0, 1]])
+        return FullCovariancePrepared(loc, lower + ops.diag(diag))
 
     def distribution(self, prepared):
         """q(w) as a `MultivariateNormalTriL`, reshaped to the weight shape (event).
@@ -115,7 +118,7 @@ class FullCovarianceNormal(NormalPosterior):
             that distribution reshaped to the weight shape.
         """
         loc, scale_tril = prepared
-        mvn = tfd.MultivariateNormalTriL(loc=tf.reshape(loc, [-1]), scale_tril=scale_tril)
+        mvn = tfd.MultivariateNormalTriL(loc=ops.reshape(loc, [-1]), scale_tril=scale_tril)
         if loc.shape.rank == 1:
             return mvn
         return tfd.TransformedDistribution(
@@ -128,16 +131,20 @@ class FullCovarianceNormal(NormalPosterior):
     def _perturbations(self, prepared, eps):
         """L eps for eps [S, D], reshaped to [S, *weight shape]."""
         loc, scale_tril = prepared
-        return tf.reshape(tf.matmul(eps, scale_tril, transpose_b=True), [-1] + list(loc.shape))
+        if _backend.is_jax():
+            product = ops.matmul(eps, ops.transpose(scale_tril))
+        else:  # transpose_b: TensorFlow's kernel, the numbers the seeded tests hold
+            product = tf.matmul(eps, scale_tril, transpose_b=True)
+        return ops.reshape(product, [-1] + list(loc.shape))
 
     def sample(self, prepared, seed, dtype, noise_scale):
         return self.sample_n(prepared, 1, seed, dtype, noise_scale)[0]
 
     def sample_n(self, prepared, num_samples, seed, dtype, noise_scale):
         eps = noise.normal((num_samples, prepared.scale_tril.shape[0]), "float32", seed)
-        eps = eps * tf.cast(noise_scale, "float32")
+        eps = eps * ops.cast(noise_scale, "float32")
         delta = self._perturbations(prepared, eps)
-        return tf.cast(tf.cast(prepared.loc, "float32") + delta, dtype)
+        return ops.cast(ops.cast(prepared.loc, "float32") + delta, dtype)
 
     def kl(self, prepared, prior):
         """KL(N(m, L L^T) || N(m0, diag(s0^2))) in closed form, for a Normal prior:
@@ -159,15 +166,14 @@ class FullCovarianceNormal(NormalPosterior):
                 f"got {prior!r}; use the Monte Carlo KL (kl_estimator='mc')."
             )
         loc, scale_tril = prepared
-        shape = tf.shape(loc)
-        m0 = tf.reshape(tf.broadcast_to(p.loc, shape), [-1])
-        s0 = tf.reshape(tf.broadcast_to(p.scale, shape), [-1])
-        m = tf.reshape(tf.cast(loc, "float32"), [-1])
-        trace = tf.reduce_sum(tf.square(scale_tril / s0[:, None]))
-        mahalanobis = tf.reduce_sum(tf.square((m - m0) / s0))
-        size = tf.cast(tf.size(m), "float32")
-        log_det_ratio = tf.reduce_sum(tf.math.log(s0)) - tf.reduce_sum(
-            tf.math.log(tf.linalg.diag_part(scale_tril)))
+        shape = tuple(loc.shape)
+        m0 = ops.reshape(ops.broadcast_to(p.loc, shape), [-1])
+        s0 = ops.reshape(ops.broadcast_to(p.scale, shape), [-1])
+        m = ops.reshape(ops.cast(loc, "float32"), [-1])
+        trace = ops.sum(ops.square(scale_tril / s0[:, None]))
+        mahalanobis = ops.sum(ops.square((m - m0) / s0))
+        size = float(math.prod(shape))
+        log_det_ratio = ops.sum(ops.log(s0)) - ops.sum(ops.log(ops.diagonal(scale_tril)))
         return 0.5 * (trace + mahalanobis - size) + log_det_ratio
 
     def draw(self, params, seed, dtype, prior=None, with_noise=True):
@@ -189,11 +195,11 @@ class FullCovarianceNormal(NormalPosterior):
         perturbation = log_prob = None
         if with_noise:
             if seed is None:
-                seed = tf.zeros([2], tf.int32)
+                seed = noise.zero_seed()
             eps = noise.normal((1, prepared.scale_tril.shape[0]), "float32", seed)
-            perturbation = tf.cast(self._perturbations(prepared, eps)[0], dtype)
-            log_prob = (tf.reduce_sum(-0.5 * tf.square(eps))
-                        - tf.reduce_sum(tf.math.log(tf.linalg.diag_part(prepared.scale_tril)))
-                        - _HALF_LOG_2PI * tf.cast(tf.size(eps), "float32"))
+            perturbation = ops.cast(self._perturbations(prepared, eps)[0], dtype)
+            log_prob = (ops.sum(-0.5 * ops.square(eps))
+                        - ops.sum(ops.log(ops.diagonal(prepared.scale_tril)))
+                        - _HALF_LOG_2PI * float(prepared.scale_tril.shape[0]))
         kl = None if prior is None else self.kl(prepared, prior)
         return PosteriorDraw(prepared, perturbation, kl, log_prob)
