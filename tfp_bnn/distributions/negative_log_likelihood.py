@@ -26,6 +26,8 @@ def _aligned(y_true, value):
     return y_true
 
 
+# Registered, so that a model compiled with it saves and loads (safe_mode=True).
+@keras.saving.register_keras_serializable(package="tfp_bnn")
 def negative_log_likelihood(y_true, y_pred):
     """-log p(y_true) under the distribution `y_pred` carries, per example.
 
