@@ -140,3 +140,32 @@ def distribution_model(name, dtype=None, seed=0, **kwargs):
     keras.utils.set_random_seed(seed)
     return keras.Sequential([keras.Input((3,)), keras.layers.Dense(width, dtype=dtype),
                              make(**kwargs)])
+
+
+# -- checks that run on both backends (TFP's substrate for the active one) ----------------
+
+def check_log_prob_by_hand(layer, args, params, reference, y):
+    """`layer(params)`'s distribution against `reference`, the substrate's built by hand.
+
+    `args` are `params_size`'s arguments; the layer's output (on JAX an eager
+    call returns the distribution) must give `reference`'s log-density at `y`.
+    """
+    assert type(layer).params_size(*args) == params.shape[-1]
+    distribution = distribution_of(layer(params))
+    assert type(distribution) is type(reference)
+    np.testing.assert_allclose(distribution.log_prob(y), reference.log_prob(y),
+                               rtol=1e-5, atol=1e-5)
+
+
+def fit_eagerly_and_reload(model, x, y, tmp_path):
+    """Fits `model` (compiled with the NLL) 3 epochs; returns (history, model(x), reloaded(x)).
+
+    Also checks that the reloaded model (safe_mode=True) evaluates the same loss.
+    """
+    history = model.fit(x, y, epochs=3, batch_size=32, shuffle=False, verbose=0)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0),
+                               rtol=1e-6)
+    return history.history["loss"], model(x), loaded(x)
