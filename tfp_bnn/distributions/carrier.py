@@ -128,7 +128,11 @@ def _is_float(dtype):
 
 
 def with_value(distribution, value):
-    """`distribution`, holding `value` for `value_of` (what an eager JAX layer returns)."""
+    """`distribution`, holding `value` for `value_of` (what an eager JAX layer returns).
+
+    `value` may be a function of no arguments computing it: drawn only when
+    asked for, as an eager sample costs a JAX program per operation.
+    """
     setattr(distribution, _VALUE_ATTRIBUTE, value)
     return distribution
 
@@ -156,6 +160,9 @@ def value_of(output):
         if value is None:
             raise ValueError(f"This {type(output).__name__} is no tfp_bnn distribution "
                              "layer's output: it holds no value.")
+        if callable(value):
+            value = value()
+            setattr(output, _VALUE_ATTRIBUTE, value)
         return value
     return output
 

@@ -158,14 +158,10 @@ def check_log_prob_by_hand(layer, args, params, reference, y):
 
 
 def fit_eagerly_and_reload(model, x, y, tmp_path):
-    """Fits `model` (compiled with the NLL) 3 epochs; returns (history, model(x), reloaded(x)).
-
-    Also checks that the reloaded model (safe_mode=True) evaluates the same loss.
-    """
-    history = model.fit(x, y, epochs=3, batch_size=32, shuffle=False, verbose=0)
+    """Fits `model` (compiled with the NLL) 3 epochs of 2 batches, saves it and loads it
+    with safe_mode=True; returns (the epochs' losses, model(x), the loaded model(x))."""
+    history = model.fit(x, y, epochs=3, batch_size=len(x) // 2, shuffle=False, verbose=0)
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
-    np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0),
-                               rtol=1e-6)
     return history.history["loss"], model(x), loaded(x)

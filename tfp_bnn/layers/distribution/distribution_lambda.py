@@ -13,6 +13,7 @@ from tfp_bnn import _validation
 from tfp_bnn import noise
 from tfp_bnn._substrate import tfd
 from tfp_bnn.distributions.carrier import attach
+from tfp_bnn.distributions.carrier import value_of
 from tfp_bnn.distributions.carrier import with_value
 
 # The values a distribution layer's output can hold, by name: TFP's default
@@ -204,10 +205,11 @@ class DistributionLambda(keras.layers.Layer):
         """
         return self.make_distribution_fn(params)
 
-    def _value(self, distribution):
+    def _value(self, distribution, seed=None):
         fn = self.convert_to_tensor_fn
         if fn == "sample":
-            return distribution.sample(seed=noise.next_seed(self.seed_generator))
+            return distribution.sample(
+                seed=noise.next_seed(self.seed_generator) if seed is None else seed)
         if isinstance(fn, str):
             return getattr(distribution, fn)()
         return fn(distribution)
@@ -223,15 +225,19 @@ class DistributionLambda(keras.layers.Layer):
         return attach(tf.identity(self._value(distribution)), distribution)
 
     def _jax_output(self, inputs, distribution):
-        # A copy: a value object of its own, which the distribution does not hold
-        # (the table entry must die with it).
-        value = keras.ops.copy(self._value(distribution))
         if not _eager_on_jax(inputs):
-            return attach(value, distribution)
-        output = with_value(distribution, value)
+            # A copy: a value object of its own, which the distribution does not hold
+            # (the table entry must die with it).
+            return attach(keras.ops.copy(self._value(distribution)), distribution)
+        # Eager: the distribution, with its value drawn when asked for (each eager
+        # operation is a JAX program of its own); the seed is taken now, as in a step.
+        seed = noise.next_seed(self.seed_generator) if self.convert_to_tensor_fn == "sample" \
+            else None
+        output = with_value(distribution, lambda: self._value(distribution, seed))
         # Keras regularizes tensor outputs only: the eager distribution's term is added here.
         if self.activity_regularizer is not None:
             loss = self.activity_regularizer(output)
+            value = value_of(output)
             if len(value.shape) > 0:
                 loss = keras.ops.divide_no_nan(
                     loss, keras.ops.cast(keras.ops.shape(value)[0], loss.dtype))
