@@ -12,7 +12,6 @@ from tfp_bnn.losses import negative_log_likelihood
 tfd = tfp.distributions
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("y_shape", [(4,), (4, 1)])
 def test_targets_of_either_rank(y_shape):
     params = np.random.default_rng(0).normal(size=(4, 2)).astype("float32")

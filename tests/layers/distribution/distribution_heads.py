@@ -158,9 +158,9 @@ def check_log_prob_by_hand(layer, args, params, reference, y):
 
 
 def fit_eagerly_and_reload(model, x, y, tmp_path):
-    """Fits `model` (compiled with the NLL) 3 epochs of 2 batches, saves it and loads it
+    """Fits `model` (compiled with the NLL) 2 epochs of 2 batches, saves it and loads it
     with safe_mode=True; returns (the epochs' losses, model(x), the loaded model(x))."""
-    history = model.fit(x, y, epochs=3, batch_size=len(x) // 2, shuffle=False, verbose=0)
+    history = model.fit(x, y, epochs=2, batch_size=len(x) // 2, shuffle=False, verbose=0)
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)

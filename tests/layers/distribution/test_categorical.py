@@ -13,7 +13,6 @@ from tfp_bnn.distributions import distribution_of
 from tfp_bnn.distributions import value_of
 
 
-@pytest.mark.jax
 def test_categorical_matches_tfd_categorical_on_integer_labels():
     logits = np.random.default_rng(1).normal(size=(5, 4)).astype("float32")
     labels = np.array([0, 3, 1, 2, 3])
