@@ -38,6 +38,9 @@ def test_the_tfp_idiom_fits_returns_the_distribution_and_reloads(tmp_path):
         np.testing.assert_allclose(output.stddev(), expected.stddev(), rtol=1e-5)
         np.testing.assert_allclose(output.log_prob(targets), expected.log_prob(targets),
                                    rtol=1e-5, atol=1e-5)
+    nll = model.evaluate(x, y, verbose=0)
+    model.compile(loss=negloglik)   # TFP's own loss, on the output of a compiled step
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(nll, rel=1e-6)
 
 
 def test_wrong_params_size_is_named():
