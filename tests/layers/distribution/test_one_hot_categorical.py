@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from tests.layers.distribution.distribution_heads import check_log_prob_by_hand
+from tests.layers.distribution.distribution_heads import check_same_distribution_as_tfp
 from tfp_bnn import layers
 from tfp_bnn._substrate import tfd
-from tests.layers.distribution.distribution_heads import check_same_distribution_as_tfp
 
 
 def test_same_distribution_as_tfp():
