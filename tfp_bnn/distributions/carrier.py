@@ -187,14 +187,20 @@ class _ShapeStandIn:
         return lambda *args, **kwargs: keras.ops.zeros(self._shape, self.dtype)
 
 
+def _find_or_stand_in(tensor):
+    """`_find(tensor)`; on JAX, in Keras' loss build, a `_ShapeStandIn` for any tensor."""
+    found = _find(tensor)
+    if (found is None and _backend.is_jax() and keras.ops.is_tensor(tensor)
+            and _keras_internals.in_symbolic_scope()):
+        return _ShapeStandIn(tensor)
+    return found
+
+
 def _find(tensor, depth=8):
     if isinstance(tensor, DISTRIBUTION_TYPES):
         return tensor
     if _backend.is_jax():
-        found = _CARRIED.get(id(tensor))
-        if found is None and keras.ops.is_tensor(tensor) and _keras_internals.in_symbolic_scope():
-            return _ShapeStandIn(tensor)
-        return found
+        return _CARRIED.get(id(tensor))
     found = getattr(tensor, _ATTRIBUTE, None)
     if found is not None or depth == 0:
         return found
@@ -252,9 +258,9 @@ def distribution_of(tensor):
     >>> tfp_bnn.distributions.distribution_of(yhat).stddev().shape
     TensorShape([4, 1])
     """
-    distribution = (_find(tensor) if tf.is_tensor(tensor) or keras.ops.is_tensor(tensor)
-                    or isinstance(tensor, DISTRIBUTION_TYPES) or hasattr(tensor, _ATTRIBUTE)
-                    else None)
+    known = (tf.is_tensor(tensor) or keras.ops.is_tensor(tensor)
+             or isinstance(tensor, DISTRIBUTION_TYPES) or hasattr(tensor, _ATTRIBUTE))
+    distribution = _find_or_stand_in(tensor) if known else None
     if distribution is None:
         raise ValueError(
             "This tensor carries no distribution: it must be the output of a tfp_bnn "
@@ -313,7 +319,7 @@ def _patch_jax_tracer():
 
     def getattr_carried(value, name):
         if name in _FORWARDED:
-            distribution = _find(value)
+            distribution = _find_or_stand_in(value)
             if distribution is not None:
                 return getattr(distribution, name) if isinstance(
                     distribution, _ShapeStandIn) else _forwarded(distribution, name)
