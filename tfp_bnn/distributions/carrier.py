@@ -10,7 +10,7 @@ takes no attribute (and a JAX array has a `.mean()` of its own), so:
   garbage collected, as Keras keeps the masks of JAX arrays. Keras hands the
   loss that same object (its `Loss` converts `y_pred` to the loss' dtype,
   which returns the object itself when the dtypes agree), so
-  `distribution_of(y_pred)` finds it; a tracer also forwards the
+  `distribution_of(y_pred)` finds it; the array also forwards the
   `FORWARDED_METHODS` it lacks (all but `mean`), so TFP's lambda loss works;
 - in an eager call (`model(x)`) the layer returns the distribution of TFP's
   JAX substrate itself, with its value attached (`value_of`).
@@ -305,28 +305,43 @@ def _getattr_through_casts(tensor, name):
 tf.Tensor.__getattr__ = _getattr_through_casts
 
 
-def _patch_jax_tracer():
-    """TFP's `rv_y.log_prob(y)` on the tracer a distribution layer returned in a JAX step.
+def _patch_jax_arrays():
+    """TFP's `rv_y.log_prob(y)` on the array a distribution layer returned in a JAX step.
 
-    `jax.core.Tracer.__getattr__` runs only for attributes a tracer lacks:
-    the forwarded methods it does not have (all but `mean`) are found in
-    the table of carried distributions; everything else is JAX's own.
+    `__getattr__` runs only for attributes an array lacks: on a tracer (a
+    compiled step) and on a concrete array (`run_eagerly=True`), the
+    forwarded methods it does not have (all but `mean`) are found in the
+    table of carried distributions, or an error says what to do; every
+    other attribute is JAX's own (a concrete array had no `__getattr__`).
     """
     import jax  # noqa: PLC0415 - the JAX backend imported it already
 
-    tracer = jax.core.Tracer
-    jax_getattr = tracer.__getattr__
+    tracer_getattr = jax.core.Tracer.__getattr__
 
-    def getattr_carried(value, name):
+    def missing(value, name):
+        return AttributeError(f"'{type(value).__name__}' object has no attribute '{name}'. "
+                              f"{_JAX_CAST}")
+
+    def tracer_carried(value, name):
         if name in _FORWARDED:
             distribution = _find_or_stand_in(value)
-            if distribution is not None:
-                return getattr(distribution, name) if isinstance(
-                    distribution, _ShapeStandIn) else _forwarded(distribution, name)
-        return jax_getattr(value, name)
+            if distribution is None:
+                raise missing(value, name)
+            return getattr(distribution, name) if isinstance(
+                distribution, _ShapeStandIn) else _forwarded(distribution, name)
+        return tracer_getattr(value, name)
 
-    tracer.__getattr__ = getattr_carried
+    def array_carried(value, name):
+        distribution = _CARRIED.get(id(value)) if name in _FORWARDED else None
+        if distribution is None:
+            if name in _FORWARDED:
+                raise missing(value, name)
+            raise AttributeError(f"'{type(value).__name__}' object has no attribute '{name}'")
+        return _forwarded(distribution, name)
+
+    jax.core.Tracer.__getattr__ = tracer_carried
+    jax.Array.__getattr__ = array_carried
 
 
 if _backend.is_jax():
-    _patch_jax_tracer()
+    _patch_jax_arrays()
