@@ -80,6 +80,20 @@ def call_training():
     return None if context is None else context.get_value("training")
 
 
+# -- stateless calls ------------------------------------------------------------
+# Whether a `keras.StatelessScope` is open: on JAX, Keras' train, test and
+# predict steps (and `model.stateless_call`) run the model inside one, an
+# eager `model(x)` does not; a distribution layer returns its distribution
+# only to the latter (`tfp_bnn.layers.DistributionLambda`). Whether a
+# `SymbolicScope` is open: Keras' JAX trainer builds the loss' state by
+# calling it on stand-in tensors inside one (`backend.compute_output_spec`),
+# which no distribution layer produced (`tfp_bnn.distributions.carrier`).
+# Checked on 3.10.0 and 3.15.1. No public alternative (the public
+# `keras.StatelessScope` opens one only).
+in_stateless_scope = _private("keras.src.backend.common.stateless_scope", "in_stateless_scope")
+in_symbolic_scope = _private("keras.src.backend.common.symbolic_scope", "in_symbolic_scope")
+
+
 # -- losses ----------------------------------------------------------------------
 # `Layer._get_own_losses` is what `layer.losses` (and the model's loss) reads a
 # layer's `add_loss` terms through; `Layer._clear_losses` is what Keras calls

@@ -40,6 +40,7 @@ def test_found_through_casts_and_reshapes_in_a_graph():
     assert not after_arithmetic
 
 
+@pytest.mark.jax
 def test_eager_tensor_without_distribution_is_refused():
     assert not carries_distribution(np.zeros(3))
     with pytest.raises(ValueError, match="carries no distribution.*ndarray"):

@@ -18,6 +18,15 @@ The carried distribution lives as long as the tensor object: any later
 operation (another layer, arithmetic) gives a plain tensor. A distribution
 layer is therefore the last layer of a model, or is followed only by
 `tfp_bnn.layers.KLDivergenceAddLoss`, which passes the distribution on.
+
+On Keras' JAX backend the distributions are TFP's JAX substrate's. A JAX
+array takes no attributes, so an eager call (`model(x)`) returns the
+distribution itself (`value_of(output)` is its sample, or mean, ...), and
+inside `fit`, `evaluate` and `predict` the output is the value, which
+`distribution_of` and `NegativeLogLikelihood` find the distribution of.
+The loss must receive the very array the layer returned: Keras passes it
+unchanged when the layer's dtype is the loss' and the targets are shaped
+like one sample (or one axis of size 1 less).
 """
 
 from tfp_bnn.distributions import kl_registrations  # noqa: F401 (registers KLs with TFP)
@@ -25,6 +34,7 @@ from tfp_bnn.distributions.carrier import FORWARDED_METHODS
 from tfp_bnn.distributions.carrier import attach
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.distributions.carrier import distribution_of
+from tfp_bnn.distributions.carrier import value_of
 from tfp_bnn.distributions.negative_log_likelihood import NegativeLogLikelihood
 from tfp_bnn.distributions.negative_log_likelihood import negative_log_likelihood
 
@@ -35,4 +45,5 @@ __all__ = [
     "carries_distribution",
     "distribution_of",
     "negative_log_likelihood",
+    "value_of",
 ]

@@ -1,9 +1,8 @@
 """Class log-probabilities of a classifier's output distribution."""
 
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
+from keras import ops
 
-tfd = tfp.distributions
+from tfp_bnn._substrate import tfd
 
 
 def class_log_probabilities(distribution, dtype="float32"):
@@ -20,10 +19,10 @@ def class_log_probabilities(distribution, dtype="float32"):
     while isinstance(base, tfd.Independent):
         base = base.distribution
     if isinstance(base, (tfd.Categorical, tfd.OneHotCategorical)):
-        return tf.nn.log_softmax(tf.cast(base.logits_parameter(), dtype))
+        return ops.log_softmax(ops.cast(base.logits_parameter(), dtype))
     if isinstance(base, tfd.Bernoulli) and distribution.event_shape.num_elements() in (None, 1):
-        logits = tf.reshape(tf.cast(base.logits_parameter(), dtype), [-1, 1])
-        return tf.concat([tf.math.log_sigmoid(-logits), tf.math.log_sigmoid(logits)], -1)
+        logits = ops.reshape(ops.cast(base.logits_parameter(), dtype), (-1, 1))
+        return ops.concatenate([ops.log_sigmoid(-logits), ops.log_sigmoid(logits)], -1)
     raise ValueError(
         f"A classifier needs a Categorical, OneHotCategorical or single Bernoulli output "
         f"distribution, got {type(distribution).__name__}; use tfp_bnn.predict.distribution "

@@ -18,13 +18,13 @@ event shapes, or elements whose own event shapes differ) raise
 NotImplementedError, as TFP does for an unregistered pair.
 """
 
-from tfp_bnn._tf import tf
+import keras
 from tfp_bnn._substrate import tfp
 
-tfd = tfp.distributions
+from tfp_bnn._substrate import tfd as substrate_tfd
 
 
-def _elementwise(distribution):
+def _elementwise(distribution, tfd):
     """(element distribution, number of event axes it is spread over).
 
     The element's batch axes line up with the whole distribution's batch
@@ -35,15 +35,15 @@ def _elementwise(distribution):
     element = distribution.distribution
     axes = len(distribution.event_shape) - len(element.event_shape)
     if element.batch_shape.rank:  # a batch of elements: add the sampled axes after it
-        element = element[(Ellipsis,) + (tf.newaxis,) * axes]
+        element = element[(Ellipsis,) + (None,) * axes]
     return element, axes
 
 
-def _spread_kl(a, b, name=None):
+def _spread_kl(tfd, a, b, name=None):
     """KL(a || b) of two distributions that spread elements over the same event axes."""
-    with tf.name_scope(name or "kl_independent_sample"):
-        element_a, axes_a = _elementwise(a)
-        element_b, axes_b = _elementwise(b)
+    with keras.name_scope(name or "kl_independent_sample"):
+        element_a, axes_a = _elementwise(a, tfd)
+        element_b, axes_b = _elementwise(b, tfd)
         if (a.event_shape != b.event_shape or axes_a != axes_b
                 or element_a.event_shape != element_b.event_shape):
             raise NotImplementedError(
@@ -52,15 +52,20 @@ def _spread_kl(a, b, name=None):
                 f"{element_a.event_shape} and {b.event_shape} from {element_b.event_shape}."
             )
         kl = tfd.kl_divergence(element_a, element_b)
-        return tf.reduce_sum(kl, axis=list(range(-axes_a, 0))) if axes_a else kl
+        return keras.ops.sum(kl, axis=tuple(range(-axes_a, 0))) if axes_a else kl
 
 
-def _register(type_a, type_b):
+def _register(tfd, type_a, type_b):
+    def spread_kl(a, b, name=None):
+        return _spread_kl(tfd, a, b, name)
+
     try:
-        tfd.RegisterKL(type_a, type_b)(_spread_kl)
+        tfd.RegisterKL(type_a, type_b)(spread_kl)
     except ValueError:  # TFP registered the pair itself (a later release): use TFP's
         pass
 
 
-_register(tfd.Independent, tfd.Sample)
-_register(tfd.Sample, tfd.Independent)
+# With TensorFlow's distributions, and on JAX with TFP's JAX substrate's too.
+for _tfd in {tfp.distributions, substrate_tfd}:
+    _register(_tfd, _tfd.Independent, _tfd.Sample)
+    _register(_tfd, _tfd.Sample, _tfd.Independent)

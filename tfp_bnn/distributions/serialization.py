@@ -17,12 +17,14 @@ callable (`JointDistributionSequential`'s functions) or a class of your own.
 
 import inspect
 
+import keras
 import numpy as np
 from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
-tfd = tfp.distributions
-tfb = tfp.bijectors
+from tfp_bnn import _backend
+from tfp_bnn._substrate import tfb
+from tfp_bnn._substrate import tfd
+from tfp_bnn._substrate import tfp
 
 _KINDS = {"distribution": (tfd, tfd.Distribution), "bijector": (tfb, tfb.Bijector)}
 
@@ -52,21 +54,40 @@ def _value_config(value):
         return _object_config(value, "bijector")
     if isinstance(value, (list, tuple)):
         return [_value_config(v) for v in value]
-    if isinstance(value, tf.TensorShape):
-        return value.as_list()
-    if isinstance(value, tf.DType):
+    if isinstance(value, tf.TensorShape) or (hasattr(value, "as_list")
+                                             and not keras.ops.is_tensor(value)):
+        return value.as_list()  # TensorFlow's TensorShape, or the JAX substrate's
+    if isinstance(value, (tf.DType, np.dtype)):
         return {"dtype_name": value.name}
-    if isinstance(value, (tf.Variable, tfp.util.DeferredTensor)) or hasattr(value, "assign"):
+    deferred = getattr(getattr(tfp, "util", None), "DeferredTensor", ())
+    if isinstance(value, (tf.Variable, keras.Variable, deferred)) or hasattr(value, "assign"):
         raise _Unrepresentable("it holds a variable, whose value a config would freeze")
-    if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value):
+    if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value) or \
+            keras.ops.is_tensor(value):
         try:
-            array = np.asarray(tf.get_static_value(value) if tf.is_tensor(value) else value)
+            array = np.asarray(tf.get_static_value(value) if tf.is_tensor(value)
+                               else _concrete(value))
         except (TypeError, ValueError):
             array = None
         if array is None or array.dtype == object:
             raise _Unrepresentable("it holds a tensor whose value is not known here")
         return {"tensor": array.tolist(), "dtype": array.dtype.name}
     raise _Unrepresentable(f"it holds a {type(value).__name__}")
+
+
+def _concrete(value):
+    """A NumPy array of `value`; a JAX tracer (a value known only when run) raises TypeError."""
+    try:
+        return np.asarray(value)
+    except Exception as error:  # noqa: BLE001 - JAX raises its own ConcretizationTypeError
+        raise TypeError(str(error)) from None
+
+
+def _constant(value, dtype=None):
+    """A constant tensor of the backend's (TensorFlow's exactly as before)."""
+    if _backend.is_jax():
+        return keras.ops.convert_to_tensor(np.asarray(value, dtype))
+    return tf.constant(value, dtype)
 
 
 def _object_config(obj, kind):
@@ -83,16 +104,18 @@ def _from_value_config(value, dtype):
     if isinstance(value, list):
         return [_from_value_config(v, dtype) for v in value]
     if isinstance(value, float) and dtype is not None:
-        return tf.constant(value, dtype)
+        return _constant(value, tf.as_dtype(dtype).as_numpy_dtype if _backend.is_jax() else dtype)
     if not isinstance(value, dict):
         return value
     if "dtype_name" in value:
-        return tf.as_dtype(value["dtype_name"])
+        name = value["dtype_name"]
+        return np.dtype(tf.as_dtype(name).as_numpy_dtype) if _backend.is_jax() else tf.as_dtype(
+            name)
     if "tensor" in value:
         array = np.asarray(value["tensor"], value["dtype"])
         if dtype is not None and np.issubdtype(array.dtype, np.floating):
             array = array.astype(tf.as_dtype(dtype).as_numpy_dtype)
-        return tf.constant(array)
+        return _constant(array)
     return _from_object_config(value, dtype)
 
 

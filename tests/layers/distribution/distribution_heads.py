@@ -14,6 +14,7 @@ tf_keras = pytest.importorskip("tf_keras")  # first: TFP's layers are built on i
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
+from tfp_bnn import _backend  # noqa: E402
 from tfp_bnn import layers  # noqa: E402
 from tfp_bnn.distributions import distribution_of  # noqa: E402
 
@@ -140,3 +141,37 @@ def distribution_model(name, dtype=None, seed=0, **kwargs):
     keras.utils.set_random_seed(seed)
     return keras.Sequential([keras.Input((3,)), keras.layers.Dense(width, dtype=dtype),
                              make(**kwargs)])
+
+
+# -- checks that run on both backends (TFP's substrate for the active one) ----------------
+
+def check_log_prob_by_hand(layer, args, params, reference, y):
+    """`layer(params)`'s distribution against `reference`, the substrate's built by hand.
+
+    `args` are `params_size`'s arguments; the layer's output must give
+    `reference`'s log-density at `y`. On JAX both run in one `jax.jit`
+    program, as in a compiled step (eager JAX runs a program per operation).
+    """
+    assert type(layer).params_size(*args) == params.shape[-1]
+
+    def log_probs(params):
+        distribution = distribution_of(layer(params))
+        assert type(distribution) is type(reference)
+        return distribution.log_prob(y), reference.log_prob(y)
+
+    if _backend.is_jax():
+        import jax  # noqa: PLC0415 - only on the JAX backend
+
+        log_probs = jax.jit(log_probs)
+    mine, expected = log_probs(params)
+    np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5)
+
+
+def fit_eagerly_and_reload(model, x, y, tmp_path):
+    """Fits `model` (compiled with the NLL) 2 epochs of 2 batches, saves it and loads it
+    with safe_mode=True; returns (the epochs' losses, model(x), the loaded model(x))."""
+    history = model.fit(x, y, epochs=2, batch_size=len(x) // 2, shuffle=False, verbose=0)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    return history.history["loss"], model(x), loaded(x)

@@ -14,7 +14,9 @@ from tests.layers.distribution.distribution_heads import distribution_model
 from tests.layers.distribution.distribution_heads import normal_head
 from tests.layers.distribution.distribution_heads import normal_model
 from tests.layers.distribution.distribution_heads import regression_data
+from tfp_bnn import _backend
 from tfp_bnn import layers
+from tfp_bnn._substrate import tfd as tfd_substrate
 from tfp_bnn.distributions import distribution_of
 
 tfd = tfp.distributions
@@ -178,3 +180,40 @@ def test_params_size_reads_as_tfps_int32_and_feeds_keras_dense(name, args):
     assert tf.convert_to_tensor(size).dtype == tf.int32
     dense = keras.layers.Dense(size)  # what ported programs write
     assert dense(np.zeros((1, 2), "float32")).shape == (1, int(expected))
+
+
+# -- on either backend, with TFP's substrate for it ------------------------------------------
+
+@keras.saving.register_keras_serializable(package="tfp_bnn_tests")
+def substrate_laplace_head(t):
+    return tfd_substrate.Laplace(t[..., :1], keras.ops.softplus(t[..., 1:]))
+
+
+@pytest.mark.jax
+def test_a_function_returning_the_substrates_distribution():
+    params = np.random.default_rng(1).normal(size=(4, 2)).astype("float32")
+    y = np.random.default_rng(2).normal(size=(4, 1)).astype("float32")
+    expected = tfd_substrate.Laplace(params[:, :1], keras.ops.softplus(params[:, 1:]))
+    distribution = distribution_of(layers.DistributionLambda(substrate_laplace_head)(params))
+    assert isinstance(distribution, tfd_substrate.Laplace)
+    np.testing.assert_allclose(distribution.log_prob(y), expected.log_prob(y), rtol=1e-5)
+
+
+def _tfp_loss(y, rv_y):   # TFP's lambda loss, as its examples write it
+    return -rv_y.log_prob(y)
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("loss, error, message", [
+    (tfp_bnn.losses.negative_log_likelihood, ValueError, "carries no distribution"),
+    (_tfp_loss, AttributeError, "no attribute 'log_prob'"),
+], ids=["tfp_bnn", "tfp_lambda"])
+def test_a_loss_after_a_later_layer_says_what_to_do(loss, error, message):
+    model = normal_model()
+    model.add(keras.layers.Rescaling(2.0))   # a new tensor: it carries nothing
+    model.compile("adam", loss=loss)
+    x, y = regression_data(8)
+    if _backend.is_jax():   # one line naming the backend and the way out
+        message += ".*On the JAX backend.*NegativeLogLikelihood"
+    with pytest.raises(error, match=message):
+        model.fit(x, y, verbose=0)

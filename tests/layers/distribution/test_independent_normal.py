@@ -7,14 +7,40 @@ import tensorflow as tf
 
 import tfp_bnn
 from tests.layers.distribution.distribution_heads import check_same_distribution_as_tfp
+from tests.layers.distribution.distribution_heads import fit_eagerly_and_reload
 from tests.layers.distribution.distribution_heads import normal_model
 from tests.layers.distribution.distribution_heads import regression_data
 from tfp_bnn import layers
+from tfp_bnn._substrate import tfd
 from tfp_bnn.distributions import distribution_of
 
 
 def test_same_distribution_as_tfp():
     check_same_distribution_as_tfp("IndependentNormal", ((2, 3),))
+
+
+@pytest.mark.jax
+def test_the_tfp_idiom_fits_returns_the_distribution_and_reloads(tmp_path):
+    """Dense(params_size) -> IndependentNormal, the NLL, fit; model(x) is the Normal."""
+    x, y = regression_data(64)
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((2,)),
+                              keras.layers.Dense(layers.IndependentNormal.params_size(1)),
+                              layers.IndependentNormal(1, seed=3)])
+    model.compile(keras.optimizers.Adam(0.05), loss=tfp_bnn.losses.negative_log_likelihood)
+    losses, yhat, reloaded = fit_eagerly_and_reload(model, x, y, tmp_path)
+    assert losses[-1] < losses[0]
+    params = keras.ops.convert_to_numpy(model.layers[0](x))
+    expected = tfd.Independent(tfd.Normal(params[:, :1], keras.ops.softplus(params[:, 1:])), 1)
+    targets = y[:, None]
+    for output in (yhat, reloaded):   # the output carries (on JAX: is) the distribution
+        np.testing.assert_allclose(output.mean(), expected.mean(), rtol=1e-5)
+        np.testing.assert_allclose(output.stddev(), expected.stddev(), rtol=1e-5)
+        np.testing.assert_allclose(output.log_prob(targets), expected.log_prob(targets),
+                                   rtol=1e-5, atol=1e-5)
+    nll = model.evaluate(x, y, verbose=0)
+    model.compile(loss=negloglik)   # TFP's own loss, on the output of a compiled step
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(nll, rel=1e-6)
 
 
 def test_wrong_params_size_is_named():

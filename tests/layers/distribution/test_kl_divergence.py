@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_bnn import layers
+from tfp_bnn._substrate import tfd as tfd_substrate
 from tfp_bnn.distributions import distribution_of
 
 tfd = tfp.distributions
@@ -211,3 +212,18 @@ def test_an_input_without_a_distribution_is_refused_with_the_layers_name():
     dense = keras.layers.Dense(2, activity_regularizer=layers.KLDivergenceRegularizer(_prior()))
     with pytest.raises(ValueError, match="KLDivergenceRegularizer needs the output"):
         dense(np.zeros((2, 3), "float32"))
+
+
+@pytest.mark.jax
+def test_exact_kl_of_the_substrates_distributions_enters_the_loss():
+    params = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
+    prior = tfd_substrate.Independent(tfd_substrate.Normal(np.zeros(2, "float32"), 1.0), 1)
+    head = layers.IndependentNormal(2, convert_to_tensor_fn="mean")
+    add_loss = layers.KLDivergenceAddLoss(prior, use_exact_kl=True, weight=0.5)
+    output = add_loss(head(params))
+    posterior = tfd_substrate.Independent(
+        tfd_substrate.Normal(params[:, :2], keras.ops.softplus(params[:, 2:])), 1)
+    expected = 0.5 * np.sum(tfd_substrate.kl_divergence(posterior, prior))
+    assert len(add_loss.losses) == 1
+    np.testing.assert_allclose(add_loss.losses[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(distribution_of(output).mean(), params[:, :2], rtol=1e-6)

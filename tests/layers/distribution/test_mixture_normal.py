@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 import tfp_bnn
+from tests.layers.distribution.distribution_heads import check_log_prob_by_hand
 from tests.layers.distribution.distribution_heads import check_same_distribution_as_tfp
 from tests.layers.distribution.distribution_heads import regression_data
 from tfp_bnn import layers
+from tfp_bnn._substrate import tfd
 
 
 def test_same_distribution_as_tfp():
@@ -28,3 +30,15 @@ def test_saved_and_loaded_with_safe_mode(tmp_path):
     np.testing.assert_allclose(loaded(x[:5]).log_prob(y[:5, None]),
                                model(x[:5]).log_prob(y[:5, None]), rtol=1e-6)
     assert loaded.evaluate(x, y, verbose=0) == pytest.approx(model.evaluate(x, y, verbose=0))
+
+
+@pytest.mark.jax
+def test_log_prob_of_the_substrates_distribution():
+    params = np.random.default_rng(1).normal(size=(4, 6)).astype("float32")  # 2 x (1 + 2)
+    y = np.random.default_rng(2).normal(size=(4, 1)).astype("float32")
+    components = params[:, 2:].reshape(4, 2, 2)   # per component: location, scale
+    expected = tfd.MixtureSameFamily(
+        tfd.Categorical(logits=params[:, :2]),
+        tfd.Independent(tfd.Normal(components[..., :1],
+                                   keras.ops.softplus(components[..., 1:])), 1))
+    check_log_prob_by_hand(layers.MixtureNormal(2, 1), (2, 1), params, expected, y)

@@ -1,15 +1,12 @@
 """Categorical output distribution over integer class labels."""
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import ParamsSize
 from tfp_bnn.layers.distribution.distribution_lambda import convert_to_tensor_name
-
-tfd = tfp.distributions
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -75,7 +72,7 @@ class Categorical(EventShapeDistribution):
 
     @staticmethod
     def new(params, event_shape=(), validate_args=False):
-        params = tf.convert_to_tensor(params)
+        params = keras.ops.convert_to_tensor(params)
         return tfd.Categorical(logits=params, dtype=params.dtype, validate_args=validate_args)
 
     def compute_output_shape(self, input_shape):

@@ -7,11 +7,14 @@ import numpy as np
 from tfp_bnn._tf import tf
 from tfp_bnn._substrate import tfp
 
+from tfp_bnn import _backend
+from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
 from tfp_bnn import noise
+from tfp_bnn._substrate import tfd
 from tfp_bnn.distributions.carrier import attach
-
-tfd = tfp.distributions
+from tfp_bnn.distributions.carrier import value_of
+from tfp_bnn.distributions.carrier import with_value
 
 # The values a distribution layer's output can hold, by name: TFP's default
 # `tfd.Distribution.sample`, the `.mean` and `.mode` its examples use, and the
@@ -30,7 +33,9 @@ def convert_to_tensor_name(fn):
     if isinstance(fn, property):
         fn = fn.fget
     for name in CONVERT_TO_TENSOR_FNS:
-        if fn is getattr(tfd.Distribution, name):
+        # TFP's TensorFlow methods, and on JAX its JAX substrate's.
+        if fn is getattr(tfp.distributions.Distribution, name) or fn is getattr(
+                tfd.Distribution, name):
             return name
     return fn
 
@@ -91,6 +96,14 @@ class ParamsSize(int):
         return np.int32(self)
 
 
+def _eager_on_jax(inputs):
+    """True for an eager call on JAX (`model(x)`): concrete inputs, outside Keras' steps."""
+    import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+    return not _keras_internals.in_stateless_scope() and not any(
+        isinstance(x, jax.core.Tracer) for x in keras.tree.flatten(inputs))
+
+
 def independent(distribution, event_shape, validate_args):
     """`distribution` with its last len(event_shape) batch axes made the event."""
     return tfd.Independent(distribution, reinterpreted_batch_ndims=len(event_shape),
@@ -119,6 +132,12 @@ class DistributionLambda(keras.layers.Layer):
     registered class, and `tfp_bnn.distributions.distribution_of(t)` returns
     the distribution. It must be the model's last layer, or be followed
     only by `KLDivergenceAddLoss` (see `tfp_bnn.distributions`).
+
+    On the JAX backend the distribution is of TFP's JAX substrate: an eager
+    call (`model(x)`) returns the distribution itself
+    (`tfp_bnn.distributions.value_of` gives its value), while `fit`,
+    `evaluate` and `predict` see the value, which carries the distribution
+    to the loss.
 
     Args:
         make_distribution_fn: callable `t -> tfd.Distribution`. Any callable
@@ -193,10 +212,11 @@ class DistributionLambda(keras.layers.Layer):
         """
         return self.make_distribution_fn(params)
 
-    def _value(self, distribution):
+    def _value(self, distribution, seed=None):
         fn = self.convert_to_tensor_fn
         if fn == "sample":
-            return distribution.sample(seed=noise.next_seed(self.seed_generator))
+            return distribution.sample(
+                seed=noise.next_seed(self.seed_generator) if seed is None else seed)
         if isinstance(fn, str):
             return getattr(distribution, fn)()
         return fn(distribution)
@@ -206,8 +226,30 @@ class DistributionLambda(keras.layers.Layer):
         if not hasattr(distribution, "log_prob"):
             raise ValueError(f"{type(self).__name__}'s make_distribution_fn must return a "
                              f"tfd.Distribution, got {type(distribution).__name__}.")
+        if _backend.is_jax():
+            return self._jax_output(inputs, distribution)
         # A fresh tensor object per call: the distribution is attached to it.
         return attach(tf.identity(self._value(distribution)), distribution)
+
+    def _jax_output(self, inputs, distribution):
+        if not _eager_on_jax(inputs):
+            # A copy: a value object of its own, which the distribution does not hold
+            # (the table entry must die with it).
+            return attach(keras.ops.copy(self._value(distribution)), distribution)
+        # Eager: the distribution, with its value drawn when asked for (each eager
+        # operation is a JAX program of its own); the seed is taken now, as in a step.
+        seed = noise.next_seed(self.seed_generator) if self.convert_to_tensor_fn == "sample" \
+            else None
+        output = with_value(distribution, lambda: self._value(distribution, seed))
+        # Keras regularizes tensor outputs only: the eager distribution's term is added here.
+        if self.activity_regularizer is not None:
+            loss = self.activity_regularizer(output)
+            value = value_of(output)
+            if len(value.shape) > 0:
+                loss = keras.ops.divide_no_nan(
+                    loss, keras.ops.cast(keras.ops.shape(value)[0], loss.dtype))
+            self.add_loss(loss)
+        return output
 
     def get_config(self):
         config = super().get_config()

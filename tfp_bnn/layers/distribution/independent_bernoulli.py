@@ -1,21 +1,17 @@
 """Independent Bernoulli output distribution (TFP's `IndependentBernoulli`)."""
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import independent
-
-tfd = tfp.distributions
 
 
 def reshaped(params, event_shape):
     """`params` [..., prod(event_shape)] reshaped to batch + event shape."""
-    params = tf.convert_to_tensor(params)
-    shape = tf.concat([tf.shape(params)[:-1], tf.constant(event_shape, tf.int32)], 0)
-    return tf.reshape(params, shape)
+    params = keras.ops.convert_to_tensor(params)
+    return keras.ops.reshape(params, tuple(keras.ops.shape(params)[:-1]) + tuple(event_shape))
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

@@ -1,11 +1,9 @@
 """Independent Logistic output distribution (TFP's `IndependentLogistic`)."""
 
 import keras
-from tfp_bnn._substrate import tfp
 
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.independent_normal import IndependentNormal
-
-tfd = tfp.distributions
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

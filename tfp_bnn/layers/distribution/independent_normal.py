@@ -1,23 +1,20 @@
 """Independent Normal output distribution (TFP's `IndependentNormal`)."""
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import ParamsSize
 from tfp_bnn.layers.distribution.distribution_lambda import independent
 
-tfd = tfp.distributions
-
 
 def reshaped_halves(params, event_shape):
     """Splits the last axis of `params` in two and reshapes each to batch + event shape."""
-    params = tf.convert_to_tensor(params)
-    shape = tf.concat([tf.shape(params)[:-1], tf.constant(event_shape, tf.int32)], 0)
-    first, second = tf.split(params, 2, axis=-1)
-    return tf.reshape(first, shape), tf.reshape(second, shape)
+    params = keras.ops.convert_to_tensor(params)
+    shape = tuple(keras.ops.shape(params)[:-1]) + tuple(event_shape)
+    first, second = keras.ops.split(params, 2, axis=-1)
+    return keras.ops.reshape(first, shape), keras.ops.reshape(second, shape)
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -87,5 +84,5 @@ class IndependentNormal(EventShapeDistribution):
         event_shape = _validation.shape("event_shape", event_shape)
         loc, scale = reshaped_halves(params, event_shape)
         return independent(
-            cls.family(loc=loc, scale=tf.math.softplus(scale), validate_args=validate_args),
+            cls.family(loc=loc, scale=keras.ops.softplus(scale), validate_args=validate_args),
             event_shape, validate_args)

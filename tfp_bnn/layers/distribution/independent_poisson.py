@@ -1,14 +1,12 @@
 """Independent Poisson output distribution (TFP's `IndependentPoisson`)."""
 
 import keras
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import independent
 from tfp_bnn.layers.distribution.independent_bernoulli import reshaped
-
-tfd = tfp.distributions
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")

@@ -28,18 +28,21 @@ so `KLDivergenceAddLoss` passes the symbolic tensor through unchanged.
 
 import keras
 from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation as check
+from tfp_bnn._substrate import tfd
 from tfp_bnn._tfp_names import kl_estimator_with_tfp_alias
+from tfp_bnn.distributions.carrier import DISTRIBUTION_TYPES
 from tfp_bnn.distributions.carrier import attach
 from tfp_bnn.distributions.carrier import distribution_of
+from tfp_bnn.distributions.carrier import value_of
+from tfp_bnn.distributions.carrier import with_value
 from tfp_bnn.distributions.serialization import deserialize_distribution
 from tfp_bnn.distributions.serialization import serialize_distribution
 from tfp_bnn.layers.distribution.distribution_lambda import _default_dtype
+from tfp_bnn.layers.distribution.distribution_lambda import _eager_on_jax
 from tfp_bnn.layers.variational._variational_kl import KL_ESTIMATORS
-
-tfd = tfp.distributions
 
 # The config name of TFP's default test points, tf.convert_to_tensor(output).
 _CONVERT = "convert_to_tensor"
@@ -152,8 +155,10 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
         prior = self.distribution_b
         if not isinstance(prior, tfd.Distribution):
             return prior()
-        if self._distribution_b_config is not None and prior.dtype != dtype \
-                and tf.as_dtype(dtype).is_floating and tf.as_dtype(prior.dtype).is_floating:
+        name, prior_name = (keras.backend.standardize_dtype(d) for d in (dtype, prior.dtype))
+        if self._distribution_b_config is not None and prior_name != name \
+                and keras.backend.is_float_dtype(name) \
+                and keras.backend.is_float_dtype(prior_name):
             return deserialize_distribution(self._distribution_b_config, dtype)
         return prior
 
@@ -163,7 +168,7 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
         except ValueError as error:
             raise ValueError(f"{type(self).__name__} needs the output of a tfp_bnn distribution "
                              f"layer. {error}") from None
-        with tf.name_scope("kldivergence_loss"):
+        with keras.name_scope("kldivergence_loss"):
             prior = self._prior(distribution_a.dtype)
             kl = None
             if self.kl_estimator != "mc":
@@ -172,14 +177,19 @@ class KLDivergenceRegularizer(keras.regularizers.Regularizer):
                 except NotImplementedError:
                     if self.kl_estimator == "analytic":
                         raise
-            if kl is None:
+            if kl is None and _backend.is_jax():
+                fn = self.test_points_fn
+                z = value_of(x) if fn == _CONVERT else fn(x)
+                kl = keras.ops.mean(distribution_a.log_prob(z) - prior.log_prob(z),
+                                    axis=self.test_points_reduce_axis)
+            elif kl is None:  # TensorFlow's own reduction, as before
                 fn = self.test_points_fn
                 z = tf.convert_to_tensor(x) if fn == _CONVERT else fn(x)
                 kl = tf.reduce_mean(distribution_a.log_prob(z) - prior.log_prob(z),
                                     axis=self.test_points_reduce_axis)
             if self.weight is not None:
-                kl = tf.cast(self.weight, kl.dtype) * kl
-            return tf.reduce_sum(kl)
+                kl = keras.ops.cast(self.weight, kl.dtype) * kl
+            return keras.ops.sum(kl)
 
     def get_config(self):
         axis = self.test_points_reduce_axis
@@ -261,6 +271,13 @@ class KLDivergenceAddLoss(keras.layers.Layer):
         """b in KL(a || b): the distribution (or callable) given."""
         return self._regularizer.distribution_b
 
+    def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, DISTRIBUTION_TYPES):
+            # What a distribution layer returns eagerly on JAX: Keras passes only tensors
+            # positionally, so its value goes in, carrying it.
+            inputs = attach(keras.ops.copy(value_of(inputs)), inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
     def call(self, inputs):
         try:
             distribution = distribution_of(inputs)
@@ -268,6 +285,10 @@ class KLDivergenceAddLoss(keras.layers.Layer):
             raise ValueError(f"{type(self).__name__} must come right after a tfp_bnn "
                              f"distribution layer. {error}") from None
         self.add_loss(self._regularizer(inputs))
+        if _backend.is_jax():
+            if _eager_on_jax(inputs):  # as the distribution layer: the distribution
+                return with_value(distribution, inputs)
+            return attach(keras.ops.copy(inputs), distribution)
         return attach(tf.identity(inputs), distribution)
 
     def compute_output_spec(self, inputs):

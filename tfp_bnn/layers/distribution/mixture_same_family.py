@@ -1,15 +1,12 @@
 """A mixture of one distribution family (TFP's `MixtureSameFamily` layer)."""
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.distribution.distribution_lambda import EventShapeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import ParamsSize
-
-tfd = tfp.distributions
 
 
 def _components(num_components):
@@ -108,9 +105,9 @@ class MixtureSameFamily(EventShapeDistribution):
         make_component = (component_layer.make_distribution
                           if isinstance(component_layer, DistributionLambda)
                           else component_layer)
-        params = tf.convert_to_tensor(params)
-        shape = tf.concat([tf.shape(params)[:-1], [num_components, -1]], 0)
-        components = make_component(tf.reshape(params[..., num_components:], shape))
+        params = keras.ops.convert_to_tensor(params)
+        shape = tuple(keras.ops.shape(params)[:-1]) + (num_components, -1)
+        components = make_component(keras.ops.reshape(params[..., num_components:], shape))
         return tfd.MixtureSameFamily(tfd.Categorical(logits=params[..., :num_components]),
                                      components, validate_args=validate_args)
 

@@ -3,14 +3,12 @@
 import keras
 import numpy as np
 from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfb
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventSizeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import ParamsSize
-
-tfd = tfp.distributions
-tfb = tfp.bijectors
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -53,8 +51,9 @@ class MultivariateNormalTriL(EventSizeDistribution):
     @staticmethod
     def new(params, event_size, validate_args=False):
         size = _validation.size("event_size", event_size)
-        params = tf.convert_to_tensor(params)
-        fill = tfb.FillScaleTriL(diag_shift=np.array(1e-5, params.dtype.as_numpy_dtype),
+        params = keras.ops.convert_to_tensor(params)
+        # A NumPy dtype on either backend (tf.as_dtype reads JAX's, bfloat16 included).
+        fill = tfb.FillScaleTriL(diag_shift=np.array(1e-5, tf.as_dtype(params.dtype).as_numpy_dtype),
                                  validate_args=validate_args)
         return tfd.MultivariateNormalTriL(loc=params[..., :size],
                                           scale_tril=fill(params[..., size:]),

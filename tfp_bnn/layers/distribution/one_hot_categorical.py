@@ -1,14 +1,11 @@
 """One-hot categorical output distribution (TFP's `OneHotCategorical`)."""
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfd
 from tfp_bnn.layers.distribution.distribution_lambda import EventSizeDistribution
 from tfp_bnn.layers.distribution.distribution_lambda import ParamsSize
-
-tfd = tfp.distributions
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -51,6 +48,6 @@ class OneHotCategorical(EventSizeDistribution):
 
     @staticmethod
     def new(params, event_size, validate_args=False):
-        params = tf.convert_to_tensor(params)
+        params = keras.ops.convert_to_tensor(params)
         return tfd.OneHotCategorical(logits=params, dtype=params.dtype,
                                      validate_args=validate_args)
