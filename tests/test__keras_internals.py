@@ -405,3 +405,22 @@ def test_the_scan_finds_what_it_forbids():
     assert found == {"keras.src.backend", "keras.src.saving", "keras",
                      "model._flatten_layers", "'_get_metrics_result_or_logs'",
                      "def _clear_losses"}
+
+
+# -- scopes (distribution layers on JAX) ---------------------------------------------
+class _RecordsScopes(keras.layers.Layer):
+    def call(self, x):
+        self.seen = (internals.in_stateless_scope(), internals.in_symbolic_scope())
+        return x
+
+
+@pytest.mark.jax
+def test_stateless_and_symbolic_scopes_are_told_apart_from_an_eager_call():
+    layer = _RecordsScopes()
+    layer(np.ones((1, 2), "float32"))
+    assert layer.seen == (False, False)
+    keras.Sequential([keras.Input((2,)), layer])  # built on symbolic inputs
+    assert layer.seen[1] is True
+    with keras.StatelessScope():
+        assert internals.in_stateless_scope() and not internals.in_symbolic_scope()
+    assert not internals.in_stateless_scope()
