@@ -296,28 +296,6 @@ def test_set_initial_epoch_makes_fit_start_there():
     assert history.epoch == [2, 3, 4]
 
 
-def test_evaluate_goes_through_the_two_hooks():
-    model = _tiny_model()
-    data = np.ones((4, 1)), np.ones((4, 1))
-    result_of = getattr(model, internals.EVALUATE_RESULT_HOOK)
-    flatten = getattr(model, internals.EVALUATE_FLATTEN_HOOK)
-    seen = []
-
-    def with_extra(logs):
-        seen.append("result")
-        return {**result_of(logs), "extra": 7.0}
-
-    def flattened(logs):
-        seen.append("flatten")
-        return flatten({key: value for key, value in logs.items() if key != "extra"})
-
-    vars(model)[internals.EVALUATE_RESULT_HOOK] = with_extra
-    vars(model)[internals.EVALUATE_FLATTEN_HOOK] = flattened
-    assert model.evaluate(*data, verbose=0, return_dict=True)["extra"] == 7.0
-    assert np.ndim(model.evaluate(*data, verbose=0)) == 0
-    assert seen == ["result", "result", "flatten"]
-
-
 # -- saving ------------------------------------------------------------------------------
 def test_every_seed_generator_state_is_found_by_its_name_and_nothing_else():
     class Noisy(keras.layers.Layer):

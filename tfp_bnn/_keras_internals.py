@@ -202,16 +202,6 @@ def set_initial_epoch(model, epoch):
     model._initial_epoch = int(epoch)
 
 
-# The two Trainer methods every Keras 3 backend's `evaluate` ends with:
-# `logs = pythonify_logs(_get_metrics_result_or_logs(logs))`, then
-# `callbacks.on_test_end(logs)`, then `logs` or `_flatten_metrics_in_order(logs)`.
-# `KLScheduler` wraps them per evaluation to put its KL entries into the logs.
-# Checked on 3.10.0 and 3.15.1. No public alternative.
-EVALUATE_RESULT_HOOK = _private_method(keras.Model, "_get_metrics_result_or_logs",
-                                       ("self", "logs"))
-EVALUATE_FLATTEN_HOOK = _private_method(keras.Model, "_flatten_metrics_in_order",
-                                        ("self", "logs"))
-
 # -- random state -------------------------------------------------------------------
 # Every `keras.random.SeedGenerator` keeps its state in a variable it names
 # "seed_generator_state" (`keras/src/random/seed_generator.py`); `model.variables`
