@@ -108,36 +108,6 @@ def test_a_shared_layer_sees_one_context_per_outer_call():
     assert len(spy.seen) == 2 and spy.seen[0][0] is spy.seen[1][0]
 
 
-# -- losses -----------------------------------------------------------------------
-class _Deferred(internals.LossHooks, keras.layers.Layer):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.events = []
-
-    def _before_losses_read(self):
-        self.events.append("read")
-        self.add_loss(tf.constant(3.0))
-
-    def _before_losses_cleared(self):
-        self.events.append("cleared")
-
-    def call(self, inputs):
-        return inputs
-
-
-def test_loss_hooks_run_when_keras_reads_and_clears_a_sublayer_losses():
-    layer = _Deferred()
-    inputs = keras.Input((2,))
-    model = keras.Model(inputs, keras.layers.Dense(1)(layer(inputs)))
-    layer.events.clear()
-    model(np.ones((1, 2), "float32"))
-    assert "cleared" in layer.events
-    layer.events.clear()
-    losses = model.losses
-    assert layer.events[0] == "read"
-    assert [float(loss) for loss in losses] == [3.0]
-
-
 # -- masks -------------------------------------------------------------------------
 def test_mask_set_then_get_round_trips_and_embedding_sets_one():
     tensor = tf.ones((2, 3))
