@@ -41,7 +41,7 @@ def _total(losses):
     return float(tf.add_n(losses)) if losses else 0.0
 
 
-def _entries_logged(layer):
+def _rows_logged(layer):
     return float(keras.ops.convert_to_numpy(layer.kl_tracker.count))
 
 
@@ -69,8 +69,8 @@ def test_layer_shared_by_two_branches_adds_its_kl_once(name):
     losses = model.losses
     assert len(losses) == 1
     np.testing.assert_allclose(_total(losses), _penalty(layer), rtol=1e-5)
-    # One read of the losses, one entry in the log.
-    assert _entries_logged(layer) == 1.0
+    # One read of the losses, one entry, for the 4 rows of one call (two would log 8).
+    assert _rows_logged(layer) == 4.0
     np.testing.assert_allclose(float(layer.kl_tracker.result()), _penalty(layer), rtol=1e-5)
 
 
@@ -107,7 +107,7 @@ def test_time_distributed_over_five_steps_adds_the_kl_once(name):
     losses = model.losses
     assert len(losses) == 1
     np.testing.assert_allclose(_total(losses), _penalty(layer), rtol=1e-5)
-    assert _entries_logged(layer) == 1.0
+    assert _rows_logged(layer) == 4.0
 
 
 def test_time_distributed_over_unknown_steps_adds_the_kl_once():
@@ -128,7 +128,7 @@ def test_time_distributed_over_unknown_steps_adds_the_kl_once():
     outputs, total, count = forward(tf.ones((5, 5, 3)))
     assert outputs.shape == (5, 5, 2) and count == 1
     np.testing.assert_allclose(float(total), _penalty(layer), rtol=1e-5)
-    assert _entries_logged(layer) == 1.0
+    assert _rows_logged(layer) == 1.0  # the batch size is not static in the map
 
 
 @keras.saving.register_keras_serializable(package="tests_kl_once")
@@ -297,7 +297,7 @@ def test_monte_carlo_kl_of_a_loop_body_is_estimated_outside_the_loop(make):
     total, count = forward(tf.ones((4, 3)))
     assert count == 1 and np.isfinite(float(total))
     np.testing.assert_allclose(float(inner.kl_tracker.result()), float(total), rtol=1e-6)
-    assert _entries_logged(inner) == 1.0
+    assert _rows_logged(inner) == 4.0  # the static batch size of the loop
 
 
 @pytest.mark.jax
@@ -321,7 +321,7 @@ def test_shared_layer_in_fit_enters_the_loss_and_the_log_once():
     penalty = float(keras.ops.convert_to_numpy(layer.kl_divergence())) / n
     assert penalty > 0.1  # counted twice, the loss below would be off by this
     np.testing.assert_allclose(logs["kl"], penalty, rtol=1e-5)
-    assert _entries_logged(layer) == 1.0  # one step
+    assert _rows_logged(layer) == n  # one step, weighted by its batch size
     _restore_seeds(model, states)
     data_loss = float(keras.losses.MeanSquaredError()(y, model([xa, xb], training=True)))
     np.testing.assert_allclose(logs["loss"], data_loss + penalty, rtol=1e-5)

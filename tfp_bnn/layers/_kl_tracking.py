@@ -29,11 +29,14 @@ variable without one (the posterior's scale parameter, as a rule); if every
 trainable variable has one, it wraps that of the first and returns the sum.
 
 The log. Every time Keras reads the layer's regularization loss the term is
-recorded in `layer.kl_tracker`, a `keras.metrics.Mean` with one entry per
-read, that is one per step of `fit` and `evaluate` (each step's KL term
-counts once in `kl`, as it counts once in the loss; Keras weights its
-`loss` by batch size, so `loss - kl` is exact when the batches have one
-size, and when the weights do not change between them, as in `evaluate`).
+recorded in `layer.kl_tracker`, a `keras.metrics.Mean`, as one entry: one
+per step of `fit` and `evaluate`, as the term counts once in the loss. The
+entry is weighted by the static batch size of the layer's last call, as
+Keras weights its `loss` (always known on JAX), or by the last one known
+(1 before any) where the batch size is not static (a traced TensorFlow
+step): then `loss - kl` is exact when the batches have one size, or when
+the weights do not change between them, as in `evaluate`. A Monte Carlo
+estimate over one draw per row (the node layers') uses that many rows too.
 
 The tracker is deliberately not one of the layer's `metrics`: a Keras 3
 layer reports every metric it owns through `model.metrics`, so each
@@ -99,18 +102,21 @@ class KLTracking:
     def _create_kl_tracker(self):
         self.kl_tracker = keras.metrics.Mean(name=f"{self.name}_kl")
         self._kl_regularizer = None
+        self._kl_rows = 1
 
     def _record_kl(self, penalty, batch_size):
         """Logs `penalty` (the term added to the loss) with weight `batch_size`."""
         self.kl_tracker.update_state(penalty, sample_weight=ops.cast(batch_size, "float32"))
 
     def _claim_kl(self, static_rows=None):
-        """Sets the layer's `KLRegularizer` (once); always False.
+        """Sets the layer's `KLRegularizer` (once) and notes `static_rows`; False.
 
         The KL enters through the regularizer, once per read of the model's
-        `losses`, never through `add_loss` in a call.
+        `losses`, never through `add_loss` in a call. `static_rows` is the
+        batch size of the call's inputs as an int, or None when not static.
         """
-        del static_rows  # the regularizer logs one entry per step
+        if static_rows is not None:
+            self._kl_rows = int(static_rows)
         self._set_kl_regularizer()
         return False
 
@@ -126,8 +132,8 @@ class KLTracking:
         host.regularizer = self._kl_regularizer
 
     def _kl_regularization(self):
-        """kl_weight * KL as it enters the loss, logged once as one entry."""
-        return self._deferred_kl_penalty(1)
+        """kl_weight * KL as it enters the loss, logged as one entry (see module)."""
+        return self._deferred_kl_penalty(self._kl_rows)
 
     def _deferred_kl_penalty(self, rows):
         raise NotImplementedError(f"{type(self).__name__} must define `_deferred_kl_penalty`.")

@@ -117,11 +117,11 @@ class VariationalKL(StochasticLayer):
         computed from the weights when Keras reads the losses, outside any
         loop; the draws of this call do not enter it.
         """
-        del inputs, kernel_draw, other_draws
+        del kernel_draw, other_draws
         if flag("skip_kl"):
             return
         self._warn_if_kl_weight_unset(training)
-        self._claim_kl()
+        self._claim_kl(inputs.shape[0] if len(inputs.shape) else None)
 
     def _tracked_penalty(self, kl, batch_size):
         """kl_weight * kl, logged in this layer's `kl` tracker for `batch_size` rows."""
