@@ -99,15 +99,6 @@ def test_keras_layer_keeps_its_call_context_under_the_name_read():
     assert "no_such_global" not in names
 
 
-def test_a_shared_layer_sees_one_context_per_outer_call():
-    spy = _Spy()
-    inputs = keras.Input((2,))
-    model = keras.Model(inputs, keras.layers.Add()([spy(inputs), spy(inputs)]))
-    spy.seen.clear()
-    model(np.ones((1, 2), "float32"))
-    assert len(spy.seen) == 2 and spy.seen[0][0] is spy.seen[1][0]
-
-
 # -- masks -------------------------------------------------------------------------
 def test_mask_set_then_get_round_trips_and_embedding_sets_one():
     tensor = tf.ones((2, 3))

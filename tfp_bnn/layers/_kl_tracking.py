@@ -132,7 +132,12 @@ class KLTracking:
         host.regularizer = self._kl_regularizer
 
     def _kl_regularization(self):
-        """kl_weight * KL as it enters the loss, logged as one entry (see module)."""
+        """kl_weight * KL as it enters the loss, logged as one entry (see module).
+
+        Zero for a layer whose KL its model adds itself (`kl_penalty`).
+        """
+        if getattr(self, "_kl_from_caller", False):
+            return ops.zeros((), "float32")
         return self._deferred_kl_penalty(self._kl_rows)
 
     def _deferred_kl_penalty(self, rows):

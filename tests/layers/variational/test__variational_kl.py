@@ -142,3 +142,5 @@ def test_kl_penalty_is_the_weighted_kl_and_is_logged_like_a_call():
     penalty = float(layer.kl_penalty(8))
     assert penalty == pytest.approx(0.25 * float(layer.kl_divergence()), rel=1e-6)
     assert float(layer.kl_tracker.result()) == pytest.approx(penalty, rel=1e-6)
+    # The caller adds the penalty: the layer's own regularizer adds nothing more.
+    assert [float(term) for term in layer.losses] == [0.0]

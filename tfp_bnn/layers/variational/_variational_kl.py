@@ -60,12 +60,13 @@ class VariationalKL(StochasticLayer):
     def kl_penalty(self, batch_size):
         """kl_weight * KL(q || p) as this layer's `KLRegularizer` adds it, for a
         model that uses the layer's posterior without calling it (e.g. moment
-        propagation, `tfp_bnn.moments`; a layer never called sets no
-        regularizer). Logs it like the regularizer (`KLScheduler`'s `kl` and
-        `data_loss`); the caller adds the returned term with `add_loss`.
+        propagation, `tfp_bnn.moments`). Logs it like the regularizer
+        (`KLScheduler`'s `kl` and `data_loss`); the caller adds the returned
+        term with `add_loss`, and the layer's regularizer then adds nothing,
+        so the KL counts once.
         """
-        with float32_variables():  # kl_weight in float32 too
-            return self._tracked_penalty(self.kl_divergence(), batch_size)
+        self._kl_from_caller = True
+        return self._deferred_kl_penalty(batch_size)
 
     def _call_seeds(self):
         """Seeds for this call's draws: kernel, bias, and two for the layer's own use."""
@@ -131,4 +132,5 @@ class VariationalKL(StochasticLayer):
 
     def _deferred_kl_penalty(self, rows):
         """kl_weight * KL from the weights alone, logged for `rows` rows."""
-        return self.kl_penalty(rows)
+        with float32_variables():  # kl_weight in float32 too
+            return self._tracked_penalty(self.kl_divergence(), rows)
