@@ -1,8 +1,8 @@
 """The private Keras this package touches, in one place.
 
 Keras offers no public hook for a few things tfp_bnn needs: the `training`
-of the outer call a recurrent cell runs in, reading variables at their own dtype
-under mixed precision, the cell protocol `keras.layers.RNN` runs, the
+of the outer call a recurrent cell runs in, reading variables at their own
+dtype under mixed precision, the cell protocol `keras.layers.RNN` runs, the
 weights-file writer, the traversal of nested layers, and which variables
 hold the random generators' state. Every `keras.src`
 import and every private Keras attribute the package reads or writes goes
@@ -52,8 +52,8 @@ def _private_method(cls, name, parameters):
 
 # -- calls ---------------------------------------------------------------------
 # The `CallContext` Keras opens for the outermost layer call and clears when
-# that call returns: a recurrent cell reads the call's `training` from it. Checked on 3.10.0 and 3.15.1. No public
-# alternative.
+# that call returns: a recurrent cell reads the call's `training` from it.
+# Checked on 3.10.0 and 3.15.1. No public alternative.
 _global_state = _private("keras.src.backend.common", "global_state")
 if not callable(getattr(_global_state, "get_global_attribute", None)):
     raise ImportError(_unsupported("`global_state.get_global_attribute`"))

@@ -79,6 +79,9 @@ class KLRegularizer(keras.regularizers.Regularizer):
         self.regularizer = keras.regularizers.get(regularizer)
 
     def __call__(self, x):
+        # Under tf.distribute each replica returns the whole KL; Keras divides
+        # the model's losses by the replica count before gradients are summed
+        # (tests/integration/test_distribute_mirrored.py holds Keras to that).
         penalty = ops.zeros((), "float32") if self.layer is None else (
             self.layer._kl_regularization())
         if self.regularizer is not None:
