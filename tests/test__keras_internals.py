@@ -99,45 +99,6 @@ def test_keras_layer_keeps_its_call_context_under_the_name_read():
     assert "no_such_global" not in names
 
 
-def test_a_shared_layer_sees_one_context_per_outer_call():
-    spy = _Spy()
-    inputs = keras.Input((2,))
-    model = keras.Model(inputs, keras.layers.Add()([spy(inputs), spy(inputs)]))
-    spy.seen.clear()
-    model(np.ones((1, 2), "float32"))
-    assert len(spy.seen) == 2 and spy.seen[0][0] is spy.seen[1][0]
-
-
-# -- losses -----------------------------------------------------------------------
-class _Deferred(internals.LossHooks, keras.layers.Layer):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.events = []
-
-    def _before_losses_read(self):
-        self.events.append("read")
-        self.add_loss(tf.constant(3.0))
-
-    def _before_losses_cleared(self):
-        self.events.append("cleared")
-
-    def call(self, inputs):
-        return inputs
-
-
-def test_loss_hooks_run_when_keras_reads_and_clears_a_sublayer_losses():
-    layer = _Deferred()
-    inputs = keras.Input((2,))
-    model = keras.Model(inputs, keras.layers.Dense(1)(layer(inputs)))
-    layer.events.clear()
-    model(np.ones((1, 2), "float32"))
-    assert "cleared" in layer.events
-    layer.events.clear()
-    losses = model.losses
-    assert layer.events[0] == "read"
-    assert [float(loss) for loss in losses] == [3.0]
-
-
 # -- masks -------------------------------------------------------------------------
 def test_mask_set_then_get_round_trips_and_embedding_sets_one():
     tensor = tf.ones((2, 3))
@@ -294,28 +255,6 @@ def test_set_initial_epoch_makes_fit_start_there():
     internals.set_initial_epoch(model, 2)
     history = model.fit(np.ones((4, 1)), np.ones((4, 1)), epochs=5, verbose=0)
     assert history.epoch == [2, 3, 4]
-
-
-def test_evaluate_goes_through_the_two_hooks():
-    model = _tiny_model()
-    data = np.ones((4, 1)), np.ones((4, 1))
-    result_of = getattr(model, internals.EVALUATE_RESULT_HOOK)
-    flatten = getattr(model, internals.EVALUATE_FLATTEN_HOOK)
-    seen = []
-
-    def with_extra(logs):
-        seen.append("result")
-        return {**result_of(logs), "extra": 7.0}
-
-    def flattened(logs):
-        seen.append("flatten")
-        return flatten({key: value for key, value in logs.items() if key != "extra"})
-
-    vars(model)[internals.EVALUATE_RESULT_HOOK] = with_extra
-    vars(model)[internals.EVALUATE_FLATTEN_HOOK] = flattened
-    assert model.evaluate(*data, verbose=0, return_dict=True)["extra"] == 7.0
-    assert np.ndim(model.evaluate(*data, verbose=0)) == 0
-    assert seen == ["result", "result", "flatten"]
 
 
 # -- saving ------------------------------------------------------------------------------

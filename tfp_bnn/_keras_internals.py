@@ -1,8 +1,8 @@
 """The private Keras this package touches, in one place.
 
-Keras offers no public hook for a few things tfp_bnn needs: knowing which
-outer call a layer's KL belongs to, reading variables at their own dtype
-under mixed precision, the cell protocol `keras.layers.RNN` runs, the
+Keras offers no public hook for a few things tfp_bnn needs: the `training`
+of the outer call a recurrent cell runs in, reading variables at their own
+dtype under mixed precision, the cell protocol `keras.layers.RNN` runs, the
 weights-file writer, the traversal of nested layers, and which variables
 hold the random generators' state. Every `keras.src`
 import and every private Keras attribute the package reads or writes goes
@@ -52,10 +52,8 @@ def _private_method(cls, name, parameters):
 
 # -- calls ---------------------------------------------------------------------
 # The `CallContext` Keras opens for the outermost layer call and clears when
-# that call returns: the KL of a shared layer is counted once per outer call
-# with it (`tfp_bnn.layers._kl_tracking`), and a recurrent cell reads the
-# call's `training` from it. Checked on 3.10.0 and 3.15.1. No public
-# alternative.
+# that call returns: a recurrent cell reads the call's `training` from it.
+# Checked on 3.10.0 and 3.15.1. No public alternative.
 _global_state = _private("keras.src.backend.common", "global_state")
 if not callable(getattr(_global_state, "get_global_attribute", None)):
     raise ImportError(_unsupported("`global_state.get_global_attribute`"))
@@ -92,36 +90,6 @@ def call_training():
 # `keras.StatelessScope` opens one only).
 in_stateless_scope = _private("keras.src.backend.common.stateless_scope", "in_stateless_scope")
 in_symbolic_scope = _private("keras.src.backend.common.symbolic_scope", "in_symbolic_scope")
-
-
-# -- losses ----------------------------------------------------------------------
-# `Layer._get_own_losses` is what `layer.losses` (and the model's loss) reads a
-# layer's `add_loss` terms through; `Layer._clear_losses` is what Keras calls
-# on every sublayer when an outer call starts. A KL deferred out of a loop body
-# is added when it is read and dropped when cleared. Checked on 3.10.0 and
-# 3.15.1. Public alternative: a weight regularizer carrying the KL, which Keras
-# counts once per step; not what the layers do today.
-_OWN_LOSSES = _private_method(keras.layers.Layer, "_get_own_losses", ("self",))
-_CLEAR_LOSSES = _private_method(keras.layers.Layer, "_clear_losses", ("self",))
-
-
-class LossHooks:
-    """Mixin for a `keras.layers.Layer`: `_before_losses_read()` runs before Keras
-    reads the layer's own losses, `_before_losses_cleared()` before Keras clears them."""
-
-    def _before_losses_read(self):
-        pass
-
-    def _before_losses_cleared(self):
-        pass
-
-    def _get_own_losses(self):
-        self._before_losses_read()
-        return getattr(super(), _OWN_LOSSES)()
-
-    def _clear_losses(self):
-        self._before_losses_cleared()
-        getattr(super(), _CLEAR_LOSSES)()
 
 
 # -- masks ------------------------------------------------------------------------
@@ -215,16 +183,6 @@ def set_initial_epoch(model, epoch):
     """
     model._initial_epoch = int(epoch)
 
-
-# The two Trainer methods every Keras 3 backend's `evaluate` ends with:
-# `logs = pythonify_logs(_get_metrics_result_or_logs(logs))`, then
-# `callbacks.on_test_end(logs)`, then `logs` or `_flatten_metrics_in_order(logs)`.
-# `KLScheduler` wraps them per evaluation to put its KL entries into the logs.
-# Checked on 3.10.0 and 3.15.1. No public alternative.
-EVALUATE_RESULT_HOOK = _private_method(keras.Model, "_get_metrics_result_or_logs",
-                                       ("self", "logs"))
-EVALUATE_FLATTEN_HOOK = _private_method(keras.Model, "_flatten_metrics_in_order",
-                                        ("self", "logs"))
 
 # -- random state -------------------------------------------------------------------
 # Every `keras.random.SeedGenerator` keeps its state in a variable it names

@@ -1,10 +1,11 @@
-"""A variational layer's KL enters the loss once per forward pass.
+"""A variational layer's KL enters the loss once per step.
 
 However often a layer is called within one call of the outermost model
 (shared by two branches, inside `TimeDistributed`, as part of an RNN cell,
 in a `fori_loop`), `model.losses` holds kl_weight * KL(q || p) of its
-weights once, the layer's `kl_tracker` logs exactly that term, and
-`KLScheduler`'s `loss - kl` is the data loss (tfp_bnn/layers/_kl_tracking.py).
+weights once (the layer's `KLRegularizer`), each read of the losses logs
+exactly that term once in the layer's `kl_tracker`, and `KLScheduler`'s
+`loss - kl` is the data loss (tfp_bnn/layers/_kl_tracking.py).
 The expected KL is computed here with `tfd.kl_divergence` on the layer's
 posterior and prior (the layer's own closed form for NodeDense).
 """
@@ -41,7 +42,7 @@ def _total(losses):
 
 
 def _rows_logged(layer):
-    return float(layer.kl_tracker.count.numpy())
+    return float(keras.ops.convert_to_numpy(layer.kl_tracker.count))
 
 
 LAYERS = {
@@ -65,9 +66,10 @@ def test_layer_shared_by_two_branches_adds_its_kl_once(name):
     xa, xb = (rng.normal(size=(4, *shape)).astype("float32") for _ in range(2))
     layer.kl_tracker.reset_state()
     model([xa, xb], training=True)
-    assert len(model.losses) == 1
-    np.testing.assert_allclose(_total(model.losses), _penalty(layer), rtol=1e-5)
-    # Logged once, for the 4 rows of one call (two calls would log 8).
+    losses = model.losses
+    assert len(losses) == 1
+    np.testing.assert_allclose(_total(losses), _penalty(layer), rtol=1e-5)
+    # One read of the losses, one entry, for the 4 rows of one call (two would log 8).
     assert _rows_logged(layer) == 4.0
     np.testing.assert_allclose(float(layer.kl_tracker.result()), _penalty(layer), rtol=1e-5)
 
@@ -102,12 +104,13 @@ def test_time_distributed_over_five_steps_adds_the_kl_once(name):
     x = np.random.default_rng(1).normal(size=(4, 5, 3)).astype("float32")
     layer.kl_tracker.reset_state()
     model(x, training=True)
-    assert len(model.losses) == 1
-    np.testing.assert_allclose(_total(model.losses), _penalty(layer), rtol=1e-5)
+    losses = model.losses
+    assert len(losses) == 1
+    np.testing.assert_allclose(_total(losses), _penalty(layer), rtol=1e-5)
     assert _rows_logged(layer) == 4.0
 
 
-def test_time_distributed_over_unknown_steps_defers_the_kl_out_of_the_vectorized_map():
+def test_time_distributed_over_unknown_steps_adds_the_kl_once():
     # An unknown time axis makes TimeDistributed use tf.vectorized_map. Batch
     # and time are both 5: Keras 3.15's vectorized path indexes the time axis
     # with the batch size.
@@ -118,13 +121,14 @@ def test_time_distributed_over_unknown_steps_defers_the_kl_out_of_the_vectorized
     @tf.function(input_signature=[tf.TensorSpec((None, None, 3), "float32")])
     def forward(x):
         outputs = wrapper(x, training=True)
-        return outputs, tf.add_n(wrapper.losses), len(wrapper.losses)
+        losses = wrapper.losses
+        return outputs, tf.add_n(losses), len(losses)
 
     layer.kl_tracker.reset_state()
     outputs, total, count = forward(tf.ones((5, 5, 3)))
     assert outputs.shape == (5, 5, 2) and count == 1
     np.testing.assert_allclose(float(total), _penalty(layer), rtol=1e-5)
-    assert _rows_logged(layer) == 1.0  # the batch size is not static in the loop
+    assert _rows_logged(layer) == 1.0  # the batch size is not static in the map
 
 
 @keras.saving.register_keras_serializable(package="tests_kl_once")
@@ -276,9 +280,9 @@ class LoopOf(keras.layers.Layer):
     lambda: DenseFlipout(3, kl_weight=KL_WEIGHT, kl_estimator="mc", seed=6),
     lambda: NodeDense(3, kl_weight=KL_WEIGHT, posterior="flow", flow_length=1, seed=7),
 ], ids=["DenseFlipout_mc", "NodeDense_flow"])
-def test_monte_carlo_kl_of_a_loop_body_is_estimated_after_the_loop(make):
-    # The draws of the loop cannot leave it: the KL is a fresh one-sample
-    # (per row) estimate made after the loop, and the tracker logs that term.
+def test_monte_carlo_kl_of_a_loop_body_is_estimated_outside_the_loop(make):
+    # The KL is a fresh Monte Carlo estimate made where the losses are read,
+    # outside the loop, and the tracker logs that very term.
     inner = make()
     layer = LoopOf(inner)
     layer.build((None, 3))
@@ -286,10 +290,39 @@ def test_monte_carlo_kl_of_a_loop_body_is_estimated_after_the_loop(make):
     @tf.function
     def forward(x):
         layer(x, training=True)
-        return tf.add_n(layer.losses), len(layer.losses)
+        losses = layer.losses
+        return tf.add_n(losses), len(losses)
 
     inner.kl_tracker.reset_state()
     total, count = forward(tf.ones((4, 3)))
     assert count == 1 and np.isfinite(float(total))
     np.testing.assert_allclose(float(inner.kl_tracker.result()), float(total), rtol=1e-6)
-    assert _rows_logged(inner) == 4.0  # the loop's static batch size
+    assert _rows_logged(inner) == 4.0  # the static batch size of the loop
+
+
+@pytest.mark.jax
+def test_shared_layer_in_fit_enters_the_loss_and_the_log_once():
+    # One DenseFlipout called by two branches: one step of fit holds its
+    # kl_weight * KL once in the loss and logs it once.
+    keras.utils.set_random_seed(0)
+    n = 8
+    rng = np.random.default_rng(4)
+    xa, xb = (rng.normal(size=(n, 3)).astype("float32") for _ in range(2))
+    y = rng.normal(size=(n, 2)).astype("float32")
+    layer = DenseFlipout(2, seed=1)
+    a, b = keras.Input((3,)), keras.Input((3,))
+    model = keras.Model([a, b], keras.layers.Add()([layer(a), layer(b)]))
+    model.compile(keras.optimizers.SGD(0.0), "mse")  # the weights stay: the step replays
+    states = [keras.ops.convert_to_numpy(g.state) for g in _seed_generators(model)]
+    history = model.fit([xa, xb], y, batch_size=n, epochs=1, shuffle=False, verbose=0,
+                        callbacks=[KLScheduler(num_examples=n)])
+    logs = {key: values[0] for key, values in history.history.items()}
+    # The default prior has a closed form: the KL does not depend on the draw.
+    penalty = float(keras.ops.convert_to_numpy(layer.kl_divergence())) / n
+    assert penalty > 0.1  # counted twice, the loss below would be off by this
+    np.testing.assert_allclose(logs["kl"], penalty, rtol=1e-5)
+    assert _rows_logged(layer) == n  # one step, weighted by its batch size
+    _restore_seeds(model, states)
+    data_loss = float(keras.losses.MeanSquaredError()(y, model([xa, xb], training=True)))
+    np.testing.assert_allclose(logs["loss"], data_loss + penalty, rtol=1e-5)
+    np.testing.assert_allclose(logs["data_loss"], data_loss, rtol=1e-5, atol=1e-6)

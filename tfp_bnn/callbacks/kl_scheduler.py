@@ -4,15 +4,9 @@ import keras
 from tfp_bnn._tf import tf
 
 from tfp_bnn import _backend
-from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
 from tfp_bnn.callbacks import kl_schedules
 from tfp_bnn.modes import kl_layers
-
-# The two Trainer methods `evaluate` ends with (see `tfp_bnn._keras_internals`).
-# Callbacks receive a copy of `logs`, so the KL entries must enter before it.
-_RESULT_HOOK = _keras_internals.EVALUATE_RESULT_HOOK
-_FLATTEN_HOOK = _keras_internals.EVALUATE_FLATTEN_HOOK
 
 
 def consolidate_kl_logs(logs, layer_names, keep_per_layer=False):
@@ -62,11 +56,12 @@ class KLScheduler(keras.callbacks.Callback):
     entered the loss), `data_loss` (= loss - kl) and `kl_weight`, and with
     validation data `val_kl` and `val_data_loss`, for the history, the
     progress bar and TensorBoard; put this callback before other callbacks
-    that read batch or epoch logs. `model.evaluate(..., callbacks=[...])`
-    gains `kl` and `data_loss` in the logs every callback's `on_test_end`
-    sees and in the dict returned with `return_dict=True`; its list return
-    value keeps the entries of a model of `keras.layers.Dense` layers with the
-    same `compile` arguments, so `loss, acc = model.evaluate(...)` still
+    that read batch or epoch logs (Keras runs `History` after them). In
+    `model.evaluate(..., callbacks=[...])` the test batch logs and the
+    `on_test_end` logs of the callbacks after this one gain `kl` and
+    `data_loss`; what `evaluate` returns is what Keras returns for a model of
+    `keras.layers.Dense` layers with the same `compile` arguments (Keras hands
+    callbacks a copy of its logs), so `loss, acc = model.evaluate(...)`
     unpacks. `train_on_batch` and `test_on_batch` are untouched.
 
     Note: with `steps_per_execution > 1` Keras calls batch hooks once per
@@ -104,10 +99,8 @@ class KLScheduler(keras.callbacks.Callback):
         self._epoch = 0
         self._in_fit = False
         self._train_kl = self._val_kl = None
-        self._hooked = None
 
     def set_model(self, model):
-        self._unhook_evaluate()
         super().set_model(model)
         self._layers = kl_layers(model)
         for layer in self._layers:
@@ -130,11 +123,9 @@ class KLScheduler(keras.callbacks.Callback):
             )
         self._steps_per_epoch = steps
         self._in_fit = True
-        self._unhook_evaluate()
 
     def on_train_end(self, logs=None):
         self._in_fit = False
-        self._unhook_evaluate()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -194,7 +185,6 @@ class KLScheduler(keras.callbacks.Callback):
         if self._in_fit:  # validation within fit: keep the epoch's training values
             self._train_kl = self._read_trackers()
         self._reset_trackers()
-        self._hook_evaluate()
 
     def on_test_batch_end(self, batch, logs=None):
         if logs is not None:
@@ -202,57 +192,10 @@ class KLScheduler(keras.callbacks.Callback):
 
     def on_test_end(self, logs=None):
         values = self._read_trackers()
-        if self._in_fit:
+        if self._in_fit:  # on_epoch_end writes them as the `val_` entries
             self._val_kl = values
-            self._unhook_evaluate()  # fit asks for the dict: nothing is flattened
-        if logs is not None:  # already there if the hook ran; same values
+        if logs is not None:  # a copy: what `evaluate` returns stays Keras's own
             self._write(logs, values)
-
-    # -- evaluate's return value -----------------------------------------------------
-    def _hook_evaluate(self):
-        """Puts the KL entries into this evaluation's logs but not its list form.
-
-        Two one-shot wrappers in the model's instance dict (no tracking, no
-        saved state): the first adds the entries to the dict `evaluate` builds
-        after its last batch, so `return_dict=True` and every callback's
-        `on_test_end` see them; the second removes exactly those entries
-        before the logs are flattened into the list `evaluate` returns by
-        default. Each wrapper removes itself when called.
-        """
-        self._unhook_evaluate()
-        model = self.model
-        if model is None:
-            return
-        result_of, flatten = getattr(model, _RESULT_HOOK), getattr(model, _FLATTEN_HOOK)
-        added = {}
-
-        def result_with_kl(logs):
-            vars(model).pop(_RESULT_HOOK, None)
-            result = result_of(logs)
-            if isinstance(result, dict):
-                result = dict(result)
-                before = set(result)
-                self._write(result, self._read_trackers())
-                added.update((key, result[key]) for key in result if key not in before)
-            return result
-
-        def flatten_without_kl(logs):
-            self._unhook_evaluate()
-            if added and isinstance(logs, dict) and all(
-                key in logs and _same(logs[key], value) for key, value in added.items()
-            ):
-                logs = {key: value for key, value in logs.items() if key not in added}
-            return flatten(logs)
-
-        vars(model)[_RESULT_HOOK] = result_with_kl
-        vars(model)[_FLATTEN_HOOK] = flatten_without_kl
-        self._hooked = model
-
-    def _unhook_evaluate(self):
-        model, self._hooked = self._hooked, None
-        if model is not None:
-            vars(model).pop(_RESULT_HOOK, None)
-            vars(model).pop(_FLATTEN_HOOK, None)
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
@@ -282,11 +225,3 @@ def _sync_training_state(model):
     if sync is not None:
         sync()
 
-
-def _same(a, b):
-    """Equal log values, NaN included (pythonify_logs may copy a float)."""
-    try:
-        a, b = float(a), float(b)
-    except (TypeError, ValueError):
-        return a is b
-    return a == b or (a != a and b != b)

@@ -189,13 +189,20 @@ def test_one_sample_per_call_splits_into_kernel_and_bias():
     bias = y[0]
     kernel = y[1:] - bias
     w = np.concatenate([kernel.ravel(), bias])
-    # The loss is the MC KL at this very w: log q(w) - log p(w).
-    q = layer.kernel_posterior
-    p = layer.kernel_prior
-    expected = float(q.log_prob(w.astype("float32")) - p.log_prob(w.astype("float32")))
-    np.testing.assert_allclose(float(layer.losses[0]), expected, rtol=1e-4, atol=1e-4)
     loc = layer.kernel_params[0].numpy()
     assert not np.allclose(w, loc, atol=1e-2), "the call did not sample"
+    # The loss is the MC KL log q(w') - log p(w') at a fresh draw w': the one
+    # the next call makes from the same generator state.
+    state = layer.seed_generator.state.numpy()
+    kl = float(layer.losses[0])
+    layer.seed_generator.state.assign(state)
+    y = keras.ops.convert_to_numpy(layer(x, training=True))
+    fresh = np.concatenate([(y[1:] - y[0]).ravel(), y[0]]).astype("float32")
+    assert not np.allclose(fresh, w, atol=1e-2)
+    q = layer.kernel_posterior
+    p = layer.kernel_prior
+    expected = float(q.log_prob(fresh) - p.log_prob(fresh))
+    np.testing.assert_allclose(kl, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_mean_mode_gives_posterior_mean_outputs():

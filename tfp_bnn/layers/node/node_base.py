@@ -288,12 +288,14 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
             return outputs
 
     def _add_kl(self, rows, training, kl, entropy, static_rows=None):
-        """Adds kl_weight * (KL - gamma H) to the losses and to the `<name>_kl` tracker."""
+        """Makes sure kl_weight * (KL - gamma H) enters the loss, once per step.
+
+        The term is the layer's `KLRegularizer` (`_kl_tracking`), built from
+        the weights by `_deferred_kl_penalty` when Keras reads the losses.
+        """
+        del rows, kl, entropy
         self._warn_if_kl_weight_unset(training)
-        # Once per outer call; deferred out of a loop body (see kl_tracking).
-        if not self._claim_kl(static_rows):
-            return
-        self.add_loss(self._kl_objective_penalty(kl, entropy, rows))
+        self._claim_kl(static_rows)
 
     def _kl_objective_penalty(self, kl, entropy, rows):
         """kl_weight * (KL - gamma H), logged in the tracker for `rows` rows."""
@@ -305,9 +307,9 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         return penalty
 
     def _deferred_kl_penalty(self, rows):
-        """The term of a call made inside a loop body, built after the loop from
-        the weights alone: closed form for the Gaussian posterior, else a Monte
-        Carlo estimate over one draw per row (at least one per component)."""
+        """kl_weight * (KL - gamma H) from the weights alone, as the layer's
+        `KLRegularizer` adds it: closed form for the Gaussian posterior, else a
+        Monte Carlo estimate over max(rows, components) fresh draws."""
         with float32_variables():
             kl, entropy = self._objective_terms(max(int(rows), self.num_components))
             return self._kl_objective_penalty(kl, entropy, rows)

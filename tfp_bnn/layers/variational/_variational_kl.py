@@ -4,8 +4,10 @@
     (kl_estimator "analytic", or "auto" when the prior has it), else the
     one-sample Monte Carlo estimate log q(w) - log p(w) (Blundell et al. 2015).
 
-The layer adds kl_weight * KL with `add_loss` once per outer call (see
-`_kl_tracking`) and logs it in its `kl` tracker.
+kl_weight * KL enters the loss through the layer's `KLRegularizer`, once per
+step however often the layer is called, and is logged in its `kl` tracker
+(see `_kl_tracking`). The Monte Carlo estimate there is taken at a fresh
+posterior draw: as unbiased as one at the forward pass's draw.
 """
 
 from keras import ops
@@ -56,13 +58,15 @@ class VariationalKL(StochasticLayer):
             return kl
 
     def kl_penalty(self, batch_size):
-        """kl_weight * KL(q || p) as this layer's call would add it, for a model
-        that uses the layer's posterior without calling it (e.g. moment
-        propagation, `tfp_bnn.moments`). Logs it like a call (`KLScheduler`'s
-        `kl` and `data_loss`); the caller adds the returned term with `add_loss`.
+        """kl_weight * KL(q || p) as this layer's `KLRegularizer` adds it, for a
+        model that uses the layer's posterior without calling it (e.g. moment
+        propagation, `tfp_bnn.moments`). Logs it like the regularizer
+        (`KLScheduler`'s `kl` and `data_loss`); the caller adds the returned
+        term with `add_loss`, and the layer's regularizer then adds nothing,
+        so the KL counts once.
         """
-        with float32_variables():  # kl_weight in float32 too
-            return self._tracked_penalty(self.kl_divergence(), batch_size)
+        self._kl_from_caller = True
+        return self._deferred_kl_penalty(batch_size)
 
     def _call_seeds(self):
         """Seeds for this call's draws: kernel, bias, and two for the layer's own use."""
@@ -90,9 +94,9 @@ class VariationalKL(StochasticLayer):
     def _kl_of(self, draw):
         """KL(q || p) summed over elements: closed form, or MC at mean + perturbation.
 
-        mean + perturbation is a posterior sample: while training with the
-        reparameterization estimator it is the very kernel of the forward pass
-        (Blundell et al. 2015, sec. 3.2); in mean mode it is still a genuine sample.
+        mean + perturbation is a posterior sample (a fresh one when called
+        from `kl_divergence`), so log q - log p there is an unbiased estimate
+        (Blundell et al. 2015, sec. 3.1).
         """
         if draw.kl is not None:
             return draw.kl
@@ -108,27 +112,17 @@ class VariationalKL(StochasticLayer):
         return ops.sum(log_q) - ops.sum(log_p)  # q joint over the weights
 
     def _add_kl(self, inputs, training, kernel_draw, *other_draws):
-        """Adds kl_weight * KL of the draws (None ones skipped) to the losses and tracker.
+        """Makes sure the layer's KL enters the loss: once per step, whatever the calls.
 
-        Once per outer call: a layer called again in the same forward pass
-        (shared, `TimeDistributed`, an RNN cell) adds nothing more, and in a
-        loop body the term is deferred to after the loop (`_kl_tracking`).
+        The term itself is the layer's `KLRegularizer` (`_kl_tracking`),
+        computed from the weights when Keras reads the losses, outside any
+        loop; the draws of this call do not enter it.
         """
+        del kernel_draw, other_draws
         if flag("skip_kl"):
             return
         self._warn_if_kl_weight_unset(training)
-        if not self._claim_kl(inputs.shape[0] if len(inputs.shape) else None):
-            return
-        kl = self._kl_of(kernel_draw)
-        for draw in other_draws:  # the bias, a recurrent kernel
-            if draw is not None:
-                kl = kl + self._kl_of(draw)
-        penalty = self._tracked_penalty(kl, ops.shape(inputs)[0])
-        # Each replica adds the whole KL; Keras's TensorFlow trainer divides
-        # `add_loss` terms by the replica count before gradients are summed
-        # across replicas, so the KL counts once per step
-        # (tests/integration/test_distribute_mirrored.py holds Keras to that).
-        self.add_loss(penalty)
+        self._claim_kl(inputs.shape[0] if len(inputs.shape) else None)
 
     def _tracked_penalty(self, kl, batch_size):
         """kl_weight * kl, logged in this layer's `kl` tracker for `batch_size` rows."""
@@ -137,5 +131,6 @@ class VariationalKL(StochasticLayer):
         return penalty
 
     def _deferred_kl_penalty(self, rows):
-        """The KL term of a call made inside a loop body, built after the loop."""
-        return self.kl_penalty(rows)
+        """kl_weight * KL from the weights alone, logged for `rows` rows."""
+        with float32_variables():  # kl_weight in float32 too
+            return self._tracked_penalty(self.kl_divergence(), rows)
