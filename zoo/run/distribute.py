@@ -25,8 +25,8 @@ What Keras 3 (3.15, TensorFlow backend) does under
   same weights; two writers of one file would race). A restarted run
   resumes from the saved epoch. The chief owns the run directory (its
   marker and lock, see `zoo.run.run_dir`); the others work in `out/.workers`.
-- The KL terms added with `add_loss` count once: Keras divides them by the
-  number of replicas and the gradients are summed over replicas.
+- The KL terms (each layer's weight regularizer) count once: Keras divides
+  them by the number of replicas and the gradients are summed over replicas.
 
 Example:
 The steps of a run, here under the default strategy (one process, the

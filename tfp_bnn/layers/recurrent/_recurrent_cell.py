@@ -10,19 +10,19 @@ masks once, before the loop, and resets them after it, so the loop body only
 reads them. The cells here draw kernel, recurrent kernel and bias in that
 hook and reuse them at every step, so the stock `keras.layers.RNN` (and
 `Bidirectional`, `StackedRNNCells`) keeps all its semantics: return_sequences,
-return_state, masking, go_backwards, stateful, unroll. The KL goes into the
-loss in the same hook, outside the loop, once per pass whatever the number of
-steps, at the very weights the pass uses. A cell called on its own (outside
-`RNN`) draws at every call, as a Dense layer does, and its KL still counts
-once per outer call (`_kl_tracking`).
+return_state, masking, go_backwards, stateful, unroll. The hook also sets up
+the KL: it enters the loss through the layer's weight regularizer
+(`_kl_tracking.KLRegularizer`), which Keras counts once per step whatever the
+number of time steps. A cell called on its own (outside `RNN`) draws at every
+call, as a Dense layer does, and its KL still counts once per step.
 
 The same hook serves both Keras backends. On TensorFlow the loop is a
 `tf.while_loop`; on JAX `keras.layers.RNN` runs the cell inside
 `jax.lax.scan`, whose body can neither advance a seed generator nor hand a
 loss out of the scan. There the pass's weights are traced values made
 before the scan and closed over by its body, so every step reads the same
-draw, and the KL was added before the scan began: once per call of the RNN,
-so once per training step, as on TensorFlow.
+draw; the KL, a function of the weights alone, is read with the layer's
+losses outside the scan, once per training step, as on TensorFlow.
 
 Two estimators: `BayesianRNNCellBase` runs the whole batch on one weight
 sample per pass (reparameterization); `BayesianRNNCellFlipout` gives each
