@@ -42,6 +42,8 @@ class NodePosterior:
         context = sample_context()
         if context is not None and not training:
             index = index // ops.maximum(rows // context.num_samples, 1)
+            if _backend.is_jax():  # one mapped call per sample group
+                index = index + context.first_sample
         return index % self.num_components
 
     def _select(self, params, components):
