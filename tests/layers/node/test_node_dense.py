@@ -204,7 +204,7 @@ def test_predict_classification_alternates_components_over_samples():
 # --- KL and entropy ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("noise", NOISES[:2] + [pytest.param("both", marks=pytest.mark.jax)])
+@pytest.mark.parametrize("noise", NOISES)
 def test_gaussian_kl_is_the_component_averaged_closed_form(noise):
     prior_mean, prior_stddev, kl_weight = 0.9, 0.3, 0.25
     layer = NodeDense(5, noise=noise, num_components=3, prior_mean=prior_mean,
