@@ -445,7 +445,7 @@ def _perturb(model, seed=0):
 
 
 @pytest.mark.parametrize("jit_compile, posterior", [
-    (False, "gaussian"), (True, "flow")])
+    (False, "gaussian"), pytest.param(True, "flow", marks=pytest.mark.jax)])
 def test_fit_reduces_the_loss(jit_compile, posterior):
     x, y = _regression_data()
     # The XLA case has one flow: XLA compile time (~5 s per flow on 2 CPUs) grows with them.
