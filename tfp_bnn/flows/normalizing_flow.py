@@ -223,7 +223,7 @@ class NormalizingFlow(keras.layers.Layer):
         """Bijector of step k; a batch-norm step in training takes z's statistics."""
         name, params = self.step_names[k], self.steps[k]
         dtype = self.compute_dtype
-        value = {key: ops.cast(var, dtype) for key, var in params.items()}
+        value = {key: ops.cast(var.value, dtype) for key, var in params.items()}
         if name == "planar":
             return Planar(value["w"], value["u"], value["b"])
         if name == "radial":

@@ -59,8 +59,8 @@ class NodePosterior:
 
     def _gaussian_terms(self, site):
         """Closed-form KL and entropy of the Gaussian base, averaged over components."""
-        loc = ops.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale = ops.softplus(getattr(self, f"{site}_rho"))
+        loc = _read(getattr(self, f"{site}_loc"))
+        scale = ops.softplus(_read(getattr(self, f"{site}_rho")))
         ratio = scale / self.prior_stddev
         diff = (loc - self.prior_mean) / self.prior_stddev
         kl = 0.5 * (ops.square(ratio) + ops.square(diff) - 1.0) - ops.log(ratio)
@@ -75,8 +75,8 @@ class NodePosterior:
         (the node posterior stays float32, see `__init__`), float64 for a
         float64 layer.
         """
-        loc_all = ops.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale_all = ops.softplus(getattr(self, f"{site}_rho"))
+        loc_all = _read(getattr(self, f"{site}_loc"))
+        scale_all = ops.softplus(_read(getattr(self, f"{site}_rho")))
         loc, scale = self._select(loc_all, components), self._select(scale_all, components)
         eps = noise_lib.normal(_draw_shape(components, loc_all.shape[1]), loc_all.dtype, seed)
         sample = loc + scale * eps
@@ -149,8 +149,8 @@ class NodePosterior:
         """
         self._check_built("building its posterior")
         self._check_site(site)
-        loc = ops.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale = ops.softplus(getattr(self, f"{site}_rho"))
+        loc = _read(getattr(self, f"{site}_loc"))
+        scale = ops.softplus(_read(getattr(self, f"{site}_rho")))
         base = tfd.MixtureSameFamily(
             tfd.Categorical(logits=ops.zeros([self.num_components])),
             tfd.Independent(tfd.Normal(loc, scale), reinterpreted_batch_ndims=1),
@@ -221,6 +221,13 @@ class NodePosterior:
             _, (site_kl, site_entropy) = self._site_draw(site, components, seed, None, False, True)
             kl, entropy = kl + site_kl, entropy + site_entropy
         return ops.convert_to_tensor(kl, "float32"), ops.convert_to_tensor(entropy, "float32")
+
+
+def _read(variable):
+    """The variable's value at its own dtype. Inside `float32_variables` (an
+    autocast scope without a dtype) Keras reports a variable's `dtype`, and
+    converts it, as floatx; its `value` keeps the dtype it has."""
+    return ops.convert_to_tensor(variable.value)
 
 
 def _float32(terms):
