@@ -1,10 +1,21 @@
-"""Numerics shared by the flow bijectors (private)."""
+"""Numerics shared by the flow bijectors (private).
+
+The bijectors compute in `keras.ops`, on TFP's substrate of the active Keras
+backend. The few operations whose TensorFlow kernel the flows were measured
+with and keras.ops spells differently (a transposed matvec, a diagonal, the
+moments of a batch) keep that kernel on TensorFlow and take the JAX
+equivalent here, so that TensorFlow's numbers stay the same.
+"""
 
 import math
 
+import keras
 import numpy as np
-from tfp_bnn._tf import tf
+from keras import ops
+
+from tfp_bnn import _backend
 from tfp_bnn._substrate import tfp
+from tfp_bnn._tf import tf
 
 # softplus(LOG_E_MINUS_1) = 1, so m(LOG_E_MINUS_1) = -1 + 1 = 0: the raw value
 # at which a planar or Sylvester step is the identity.
@@ -13,7 +24,7 @@ LOG_E_MINUS_1 = math.log(math.e - 1.0)
 
 def tiny(dtype):
     """The smallest normal number of `dtype` (TensorFlow flushes subnormals)."""
-    return float(np.finfo(tf.as_dtype(dtype).as_numpy_dtype).tiny)
+    return float(np.finfo(keras.backend.standardize_dtype(dtype)).tiny)
 
 
 def as_tensors(dtype_hint, **params):
@@ -21,8 +32,10 @@ def as_tensors(dtype_hint, **params):
     dtype = dtype_hint
     for value in params.values():
         if getattr(value, "dtype", None) is not None:
-            dtype = tf.as_dtype(value.dtype)
+            dtype = keras.backend.standardize_dtype(value.dtype)
             break
+    if _backend.is_jax():
+        return {name: ops.convert_to_tensor(value, dtype=dtype) for name, value in params.items()}
     return {name: tf.convert_to_tensor(value, dtype=dtype, name=name)
             for name, value in params.items()}
 
@@ -34,8 +47,8 @@ def safe_norm(x):
     as beta / (alpha + r)^2 in a radial step's gradient below overflow even
     when alpha underflows; below the floor the exact radius hardly matters.
     """
-    floor = float(np.finfo(tf.as_dtype(x.dtype).as_numpy_dtype).eps) ** 4
-    return tf.sqrt(tf.maximum(tf.reduce_sum(tf.square(x), axis=-1), floor))
+    floor = float(np.finfo(keras.backend.standardize_dtype(x.dtype)).eps) ** 4
+    return ops.sqrt(ops.maximum(ops.sum(ops.square(x), axis=-1), floor))
 
 
 def log_one_plus_tanh_prime_m(s, raw):
@@ -49,12 +62,61 @@ def log_one_plus_tanh_prime_m(s, raw):
     number: where it underflows (raw < -87 in float32) the step is singular in
     floating point, and the floor keeps the log-determinant finite.
     """
-    e = tf.exp(-2.0 * tf.abs(s))
-    denominator = tf.square(1.0 + e)
-    tanh_sq = tf.square(1.0 - e) / denominator
+    e = ops.exp(-2.0 * ops.abs(s))
+    denominator = ops.square(1.0 + e)
+    tanh_sq = ops.square(1.0 - e) / denominator
     sech_sq = 4.0 * e / denominator
-    slope = tf.maximum(tf.nn.softplus(raw), tiny(s.dtype))
-    return tf.math.log(tanh_sq + sech_sq * slope)
+    slope = ops.maximum(ops.softplus(raw), tiny(s.dtype))
+    return ops.log(tanh_sq + sech_sq * slope)
+
+
+def transposed_matvec(matrix, vector):
+    """matrix^T vector for a [D, M] matrix and a [D] vector: [M]."""
+    if _backend.is_jax():
+        return ops.matmul(vector, matrix)
+    return tf.linalg.matvec(matrix, vector, transpose_a=True)
+
+
+def diagonal(matrix):
+    """The diagonal of a square [M, M] matrix."""
+    if _backend.is_jax():
+        return ops.diagonal(matrix)
+    return tf.linalg.diag_part(matrix)
+
+
+def upper_with_diagonal(matrix, values):
+    """The upper triangle of a square [M, M] matrix with its diagonal replaced by `values`."""
+    if _backend.is_jax():
+        size = matrix.shape[-1]
+        on_diagonal = ops.eye(size, dtype="bool")
+        return ops.where(on_diagonal, values[None, :], ops.triu(matrix))
+    return tf.linalg.set_diag(tf.linalg.band_part(matrix, 0, -1), values)
+
+
+def moments(x, axes):
+    """Mean and variance of `x` over `axes` (a batch-norm step's batch statistics)."""
+    if _backend.is_jax():
+        mean = ops.mean(x, axis=axes)
+        return mean, ops.mean(ops.square(x - ops.stop_gradient(mean)), axis=axes)
+    return tf.nn.moments(x, axes=axes)
+
+
+def name_scope(name):
+    """A bijector's name scope: TensorFlow's, or the plain name on JAX (no graphs)."""
+    if _backend.is_jax():
+        return _PlainName(name)
+    return tf.name_scope(name)
+
+
+class _PlainName:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self.name
+
+    def __exit__(self, *exc):
+        return False
 
 
 class FlowBijector(tfp.bijectors.Bijector):
@@ -71,8 +133,8 @@ class FlowBijector(tfp.bijectors.Bijector):
 
     def __init__(self, parameters):
         validate_args = parameters["validate_args"]
-        with tf.name_scope(parameters["name"]) as name:
-            converted = as_tensors(tf.float32, **{key: parameters[key]
+        with name_scope(parameters["name"]) as name:
+            converted = as_tensors("float32", **{key: parameters[key]
                                                   for key in self.PARAMETER_NDIMS})
             for key, value in converted.items():
                 setattr(self, f"_{key}", value)

@@ -1,6 +1,6 @@
 """Batch normalization as a flow (Dinh et al. 2017)."""
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 from tfp_bnn.flows import _common
@@ -44,17 +44,17 @@ class BatchNormFlow(_common.FlowBijector):
 
     def _log_multiplier(self):
         """log of the element-wise slope exp(log_scale) / sqrt(variance + epsilon)."""
-        return self._log_scale - 0.5 * tf.math.log(self._variance + self._epsilon)
+        return self._log_scale - 0.5 * ops.log(self._variance + self._epsilon)
 
     def _forward(self, x):
-        return tf.exp(self._log_multiplier()) * (x - self._mean) + self._shift
+        return ops.exp(self._log_multiplier()) * (x - self._mean) + self._shift
 
     def _inverse(self, y):
-        return tf.exp(-self._log_multiplier()) * (y - self._shift) + self._mean
+        return ops.exp(-self._log_multiplier()) * (y - self._shift) + self._mean
 
     def _forward_log_det_jacobian(self, x):
-        log_det = tf.reduce_sum(self._log_multiplier() + tf.zeros_like(self._mean), axis=-1)
-        return tf.broadcast_to(log_det, tf.shape(x)[:-1])
+        log_det = ops.sum(self._log_multiplier() + ops.zeros_like(self._mean), axis=-1)
+        return ops.broadcast_to(log_det, ops.shape(x)[:-1])
 
     def _inverse_log_det_jacobian(self, y):
         return -self._forward_log_det_jacobian(y)

@@ -2,7 +2,7 @@
 
 import keras
 import numpy as np
-from tfp_bnn._tf import tf
+from keras import ops
 from tfp_bnn._substrate import tfp
 
 from tfp_bnn import _validation as check
@@ -223,7 +223,7 @@ class NormalizingFlow(keras.layers.Layer):
         """Bijector of step k; a batch-norm step in training takes z's statistics."""
         name, params = self.step_names[k], self.steps[k]
         dtype = self.compute_dtype
-        value = {key: tf.cast(var, dtype) for key, var in params.items()}
+        value = {key: ops.cast(var.value, dtype) for key, var in params.items()}
         if name == "planar":
             return Planar(value["w"], value["u"], value["b"])
         if name == "radial":
@@ -233,8 +233,8 @@ class NormalizingFlow(keras.layers.Layer):
                              value["b"])
         mean, variance = value["moving_mean"], value["moving_variance"]
         if training:
-            axes = list(range(z.shape.rank - 1))
-            mean, variance = tf.nn.moments(z, axes=axes)
+            axes = list(range(len(z.shape) - 1))
+            mean, variance = _common.moments(z, axes)
             self._update_moving(params, mean, variance)
         return BatchNormFlow(mean, variance, value["log_scale"], value["shift"],
                              epsilon=self.epsilon)
@@ -243,7 +243,7 @@ class NormalizingFlow(keras.layers.Layer):
         decay = 1.0 - self.momentum
         for key, batch in (("moving_mean", mean), ("moving_variance", variance)):
             var = params[key]
-            batch = tf.cast(tf.stop_gradient(batch), var.dtype)
+            batch = ops.cast(ops.stop_gradient(batch), var.dtype)
             var.assign(var - decay * (var - batch))
 
     def bijector(self, training=False):
@@ -274,7 +274,7 @@ class NormalizingFlow(keras.layers.Layer):
         return tfb.Chain(list(reversed(steps)), name="normalizing_flow")
 
     def call(self, z, training=None):
-        log_det = tf.zeros(tf.shape(z)[:-1], z.dtype)
+        log_det = ops.zeros(ops.shape(z)[:-1], z.dtype)
         for k in range(len(self.step_names)):
             step = self._step_bijector(k, z, bool(training))
             log_det = log_det + step.forward_log_det_jacobian(z, event_ndims=1)

@@ -1,6 +1,6 @@
 """Planar flow (Rezende & Mohamed 2015)."""
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.flows import _common
 
@@ -54,7 +54,7 @@ class Planar(_common.FlowBijector):
         return self._b
 
     def _w_dot_u(self):
-        return tf.reduce_sum(self._w * self._u, axis=-1)
+        return ops.sum(self._w * self._u, axis=-1)
 
     def u_hat(self):
         """The constrained translation direction, w^T u_hat = m(w^T u) > -1.
@@ -64,16 +64,16 @@ class Planar(_common.FlowBijector):
             m(a) = softplus(a) - 1, which keeps the step invertible.
         """
         a = self._w_dot_u()
-        w_sq = tf.maximum(tf.reduce_sum(tf.square(self._w), axis=-1), _common.tiny(self.dtype))
+        w_sq = ops.maximum(ops.sum(ops.square(self._w), axis=-1), _common.tiny(self.dtype))
         # m(a) - a = softplus(-a) - 1, with no cancellation for large |a|.
-        coefficient = (tf.nn.softplus(-a) - 1.0) / w_sq
+        coefficient = (ops.softplus(-a) - 1.0) / w_sq
         return self._u + coefficient[..., None] * self._w
 
     def _preactivation(self, x):
-        return tf.reduce_sum(x * self._w, axis=-1) + self._b
+        return ops.sum(x * self._w, axis=-1) + self._b
 
     def _forward(self, x):
-        return x + self.u_hat() * tf.tanh(self._preactivation(x))[..., None]
+        return x + self.u_hat() * ops.tanh(self._preactivation(x))[..., None]
 
     def _forward_log_det_jacobian(self, x):
         # log|1 + h'(s) m(w^T u)|, computed without cancellation.

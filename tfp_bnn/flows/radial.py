@@ -1,6 +1,6 @@
 """Radial flow (Rezende & Mohamed 2015)."""
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.flows import _common
 
@@ -52,12 +52,12 @@ class Radial(_common.FlowBijector):
 
     @property
     def alpha(self):
-        return tf.nn.softplus(self._alpha_raw)
+        return ops.softplus(self._alpha_raw)
 
     @property
     def beta(self):
         """-alpha + softplus(beta_raw) >= -alpha."""
-        return tf.nn.softplus(self._beta_raw) - self.alpha
+        return ops.softplus(self._beta_raw) - self.alpha
 
     def _forward(self, x):
         diff = x - self._z0
@@ -66,26 +66,26 @@ class Radial(_common.FlowBijector):
 
     def _forward_log_det_jacobian(self, x):
         alpha = self.alpha
-        lift = tf.nn.softplus(self._beta_raw)  # alpha + beta
+        lift = ops.softplus(self._beta_raw)  # alpha + beta
         r = _common.safe_norm(x - self._z0)
-        dim = tf.cast(tf.shape(x)[-1], x.dtype)
-        log_alpha_r = tf.math.log(alpha + r)
-        log_radial = tf.math.log(r + lift) - log_alpha_r
-        log_along = tf.math.log(r * (2.0 * alpha + r) + alpha * lift) - 2.0 * log_alpha_r
+        dim = ops.cast(ops.shape(x)[-1], x.dtype)
+        log_alpha_r = ops.log(alpha + r)
+        log_radial = ops.log(r + lift) - log_alpha_r
+        log_along = ops.log(r * (2.0 * alpha + r) + alpha * lift) - 2.0 * log_alpha_r
         return (dim - 1.0) * log_radial + log_along
 
     def _inverse(self, y):
         alpha = self.alpha
-        lift = tf.nn.softplus(self._beta_raw)
+        lift = ops.softplus(self._beta_raw)
         diff = y - self._z0
         rho = _common.safe_norm(diff)
         shift = lift - rho
-        root = tf.sqrt(tf.square(shift) + 4.0 * alpha * rho)
+        root = ops.sqrt(ops.square(shift) + 4.0 * alpha * rho)
         # The positive root, in the form that does not cancel for either sign
         # of `shift`; the unused branch's denominator is kept away from 0 so
-        # that its gradient cannot turn into NaN through tf.where.
+        # that its gradient cannot turn into NaN through the where.
         positive = shift >= 0.0
-        denominator = tf.where(positive, shift + root, tf.ones_like(root))
-        r = tf.where(positive, 2.0 * alpha * rho / denominator, 0.5 * (root - shift))
+        denominator = ops.where(positive, shift + root, ops.ones_like(root))
+        r = ops.where(positive, 2.0 * alpha * rho / denominator, 0.5 * (root - shift))
         # z - z0 = (y - z0) r / rho, and r / rho = (alpha + r) / (r + lift).
         return self._z0 + ((alpha + r) / (r + lift))[..., None] * diff

@@ -1,6 +1,6 @@
 """Orthogonal Sylvester flow with Householder Q (van den Berg et al. 2018)."""
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.flows import _common
 
@@ -17,14 +17,14 @@ def householder_columns(vectors):
     Returns:
         [D, M] with Q^T Q = I_M.
     """
-    num, dim = vectors.shape[-2], tf.shape(vectors)[-1]
+    num, dim = vectors.shape[-2], ops.shape(vectors)[-1]
     if num is None:
         raise ValueError("The number of Householder vectors must be known statically.")
-    columns = tf.eye(dim, num, dtype=vectors.dtype)
-    sq_norms = tf.maximum(tf.reduce_sum(tf.square(vectors), axis=-1), _common.tiny(vectors.dtype))
+    columns = ops.eye(dim, num, dtype=vectors.dtype)
+    sq_norms = ops.maximum(ops.sum(ops.square(vectors), axis=-1), _common.tiny(vectors.dtype))
     for k in reversed(range(num)):
         v = vectors[k]
-        projection = tf.linalg.matvec(columns, v, transpose_a=True)  # v^T Q, [M]
+        projection = _common.transposed_matvec(columns, v)  # v^T Q, [M]
         columns = columns - (2.0 / sq_norms[k]) * v[:, None] * projection[None, :]
     return columns
 
@@ -85,10 +85,10 @@ class Sylvester(_common.FlowBijector):
         Returns:
             An [M, M] upper triangular tensor, m(c) = softplus(c) - 1.
         """
-        c = tf.linalg.diag_part(self._r_raw)
-        t = tf.linalg.diag_part(self._r_tilde_raw)
-        diagonal = (tf.nn.softplus(c) - 1.0) * tf.exp(-t)
-        return tf.linalg.set_diag(tf.linalg.band_part(self._r_raw, 0, -1), diagonal)
+        c = _common.diagonal(self._r_raw)
+        t = _common.diagonal(self._r_tilde_raw)
+        diagonal = (ops.softplus(c) - 1.0) * ops.exp(-t)
+        return _common.upper_with_diagonal(self._r_raw, diagonal)
 
     def r_tilde(self):
         """Upper triangular R~, r~_ii = exp(t_i).
@@ -96,19 +96,19 @@ class Sylvester(_common.FlowBijector):
         Returns:
             An [M, M] upper triangular tensor with a positive diagonal.
         """
-        t = tf.linalg.diag_part(self._r_tilde_raw)
-        return tf.linalg.set_diag(tf.linalg.band_part(self._r_tilde_raw, 0, -1), tf.exp(t))
+        t = _common.diagonal(self._r_tilde_raw)
+        return _common.upper_with_diagonal(self._r_tilde_raw, ops.exp(t))
 
     def _preactivation(self, x, q):
-        projected = tf.einsum("...d,dm->...m", x, q)
-        return tf.einsum("...m,nm->...n", projected, self.r_tilde()) + self._b
+        projected = ops.einsum("...d,dm->...m", x, q)
+        return ops.einsum("...m,nm->...n", projected, self.r_tilde()) + self._b
 
     def _forward(self, x):
         q = self.q()
-        hidden = tf.tanh(self._preactivation(x, q))
-        return x + tf.einsum("...n,mn,dm->...d", hidden, self.r(), q)
+        hidden = ops.tanh(self._preactivation(x, q))
+        return x + ops.einsum("...n,mn,dm->...d", hidden, self.r(), q)
 
     def _forward_log_det_jacobian(self, x):
         a = self._preactivation(x, self.q())
-        c = tf.linalg.diag_part(self._r_raw)
-        return tf.reduce_sum(_common.log_one_plus_tanh_prime_m(a, c), axis=-1)
+        c = _common.diagonal(self._r_raw)
+        return ops.sum(_common.log_one_plus_tanh_prime_m(a, c), axis=-1)

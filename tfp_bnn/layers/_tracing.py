@@ -62,11 +62,18 @@ class SampleContext:
         draws: dict from `id(layer)` to the weight samples that layer returned
             from `predictive_samples(S)`, drawn ahead of the call; a layer
             missing from it draws its own.
+        first_sample: the index of the call's first sample among all the
+            samples of the prediction: 0 on TensorFlow, where one call holds
+            the S samples of a chunk; on JAX, where each sample group is one
+            mapped call (`tfp_bnn.predict._jax_runner`), the group's first
+            index (a traced int), for layers whose sample s differs by s
+            (the node layers' mixture component).
     """
 
     def __init__(self, num_samples, draws=None):
         self.num_samples = _validation.integer("num_samples", num_samples)
         self.draws = dict(draws or {})
+        self.first_sample = 0
 
 
 def sample_trace(num_samples, draws=None):

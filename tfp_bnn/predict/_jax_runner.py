@@ -72,7 +72,8 @@ class JaxMonteCarloRunner:
             values = list(non_trainable)
             for position, base in zip(positions, bases):
                 values[position] = jax.random.fold_in(base, index).astype(base.dtype)
-            with sample_trace(multiple):
+            with sample_trace(multiple) as context:
+                context.first_sample = index * multiple
                 outputs, _ = self.model.stateless_call(trainable, values, tiled, training=False)
             return outputs
 

@@ -85,6 +85,7 @@ def test_shapes_symbolic_and_eager_for_every_noise_site(noise, posterior):
         assert getattr(layer, f"{other}_loc") is None
 
 
+# On JAX the forward pass is checked against Keras by the NodeConv2D twin of this test.
 @pytest.mark.parametrize("noise", NOISES)
 @pytest.mark.parametrize("training", [True, False])
 def test_unit_means_and_vanishing_scales_give_the_deterministic_dense(noise, training):
@@ -181,6 +182,7 @@ def test_inside_a_sample_trace_the_sample_index_picks_the_component():
     assert len(layer.losses) == 0  # prediction graph: no KL
 
 
+@pytest.mark.jax
 def test_predict_classification_alternates_components_over_samples():
     layer = NodeDense(3, noise="output", num_components=2, kl_weight=1.0, seed=6)
     model = keras.Sequential([keras.Input((4,)), layer])
@@ -449,7 +451,8 @@ def _perturb(model, seed=0):
         variable.assign(variable.numpy() + rng.normal(0.0, 0.05, variable.shape).astype("float32"))
 
 
-@pytest.mark.parametrize("jit_compile, posterior", [(False, "gaussian"), (True, "flow")])
+@pytest.mark.parametrize("jit_compile, posterior", [
+    (False, "gaussian"), (True, "flow")])
 def test_fit_reduces_the_loss(jit_compile, posterior):
     x, y = _regression_data()
     # The XLA case has one flow: XLA compile time (~5 s per flow on 2 CPUs) grows with them.
@@ -460,6 +463,23 @@ def test_fit_reduces_the_loss(jit_compile, posterior):
     history = model.fit(x, y, epochs=15, batch_size=32, verbose=0).history["loss"]
     assert np.all(np.isfinite(history))
     assert history[-1] < 0.5 * history[0]
+
+
+@pytest.mark.jax
+def test_kl_enters_the_loss_once_per_step_for_a_shared_layer():
+    layer = NodeDense(4, noise="both", num_components=2, kl_weight=0.25, seed=3)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layer(layer(inputs)))  # called twice in one forward pass
+    params = _random_posterior(layer, 1)
+    expected = 0.25 * sum(_gaussian_kl(mu, s, 1.0, 0.1) for mu, s in params.values())
+    x = _inputs((16, 4), seed=1)
+    model(x, training=True)
+    assert len(model.losses) == 1
+    np.testing.assert_allclose(float(model.losses[0]), expected, rtol=1e-5)
+    # The compiled train step (learning rate 0: weights unchanged).
+    model.compile(keras.optimizers.SGD(0.0), lambda y_true, y_pred: 0.0 * keras.ops.sum(y_pred))
+    history = model.fit(x, x, batch_size=8, epochs=1, verbose=0).history["loss"]
+    np.testing.assert_allclose(history[-1], expected, rtol=1e-5)
 
 
 def test_kl_scheduler_sets_the_weight_and_reports_kl_and_data_loss():
@@ -491,6 +511,7 @@ def test_training_without_a_kl_weight_warns_once():
         layer(x, training=True)
 
 
+@pytest.mark.jax
 def test_seeded_layers_are_reproducible():
     x = _inputs((5, 4))
     a, b = (NodeDense(3, noise="both", num_components=2, kl_weight=1.0, seed=12) for _ in "ab")
@@ -536,7 +557,7 @@ def test_node_posterior_samples_match_the_chosen_component():
         single.node_posterior_samples(5, site="input")
 
 
-@pytest.mark.parametrize("posterior", ["gaussian", "flow"])
+@pytest.mark.parametrize("posterior", [pytest.param("gaussian", marks=pytest.mark.jax), "flow"])
 def test_keras_file_round_trip_in_safe_mode(posterior, tmp_path):
     x, _ = _regression_data(16)
     model = _model(kl_weight=0.1, posterior=posterior, flows=["planar", "radial"],

@@ -11,10 +11,12 @@ import math
 
 import keras
 import numpy as np
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
+from keras import ops
 
+from tfp_bnn import _backend
 from tfp_bnn import _validation
+from tfp_bnn._substrate import tfp
+from tfp_bnn._tf import tf
 from tfp_bnn import noise as noise_lib
 from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.posteriors.node import NodeGaussian
@@ -36,10 +38,12 @@ class NodePosterior:
     # -- the node draws -------------------------------------------------------
     def _components(self, rows, training):
         """Component index of each row: i mod K, or (sample index) mod K in a sample trace."""
-        index = tf.range(rows)
+        index = ops.arange(rows)
         context = sample_context()
         if context is not None and not training:
-            index = index // tf.maximum(rows // context.num_samples, 1)
+            index = index // ops.maximum(rows // context.num_samples, 1)
+            if _backend.is_jax():  # one mapped call per sample group
+                index = index + context.first_sample
         return index % self.num_components
 
     def _select(self, params, components):
@@ -51,18 +55,18 @@ class NodePosterior:
         """
         if self.num_components == 1:
             return params
-        return tf.matmul(tf.one_hot(components, self.num_components, dtype=params.dtype), params)
+        return ops.matmul(ops.one_hot(components, self.num_components, dtype=params.dtype), params)
 
     def _gaussian_terms(self, site):
         """Closed-form KL and entropy of the Gaussian base, averaged over components."""
-        loc = tf.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale = tf.nn.softplus(getattr(self, f"{site}_rho"))
+        loc = _read(getattr(self, f"{site}_loc"))
+        scale = ops.softplus(_read(getattr(self, f"{site}_rho")))
         ratio = scale / self.prior_stddev
         diff = (loc - self.prior_mean) / self.prior_stddev
-        kl = 0.5 * (tf.square(ratio) + tf.square(diff) - 1.0) - tf.math.log(ratio)
-        entropy = _HALF_LOG_2PI_E + tf.math.log(scale)
+        kl = 0.5 * (ops.square(ratio) + ops.square(diff) - 1.0) - ops.log(ratio)
+        entropy = _HALF_LOG_2PI_E + ops.log(scale)
         count = float(self.num_components)
-        return tf.reduce_sum(kl) / count, tf.reduce_sum(entropy) / count
+        return ops.sum(kl) / count, ops.sum(entropy) / count
 
     def _site_draw(self, site, components, seed, noise_scale, training, with_kl):
         """z [rows, nodes] and, with_kl, the site's float32 (KL, entropy).
@@ -71,11 +75,10 @@ class NodePosterior:
         (the node posterior stays float32, see `__init__`), float64 for a
         float64 layer.
         """
-        loc_all = tf.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale_all = tf.nn.softplus(getattr(self, f"{site}_rho"))
+        loc_all = _read(getattr(self, f"{site}_loc"))
+        scale_all = ops.softplus(_read(getattr(self, f"{site}_rho")))
         loc, scale = self._select(loc_all, components), self._select(scale_all, components)
-        rows = tf.shape(components)[0]
-        eps = noise_lib.normal(tf.stack([rows, tf.shape(loc_all)[1]]), loc_all.dtype, seed)
+        eps = noise_lib.normal(_draw_shape(components, loc_all.shape[1]), loc_all.dtype, seed)
         sample = loc + scale * eps
         base = sample if noise_scale is None else loc + noise_scale * scale * eps
         flow = getattr(self, f"{site}_flow")
@@ -87,8 +90,8 @@ class NodePosterior:
         elif with_kl and noise_scale is not None:
             # At inference the KL needs a genuine sample even in mean mode:
             # push both through the flow at once.
-            rows = tf.shape(base)[0]
-            both, both_log_det = flow(tf.concat([base, sample], 0), training=training)
+            rows = ops.shape(base)[0]
+            both, both_log_det = flow(ops.concatenate([base, sample], 0), training=training)
             z, z_sample = both[:rows], both[rows:]
             log_det, log_det_sample = both_log_det[:rows], both_log_det[rows:]
         else:
@@ -105,14 +108,14 @@ class NodePosterior:
         z0 = mu + sigma eps; the prior is taken at z = NF(z0), not at z0
         (`tfp_bnn.layers.node.node_base` says why).
         """
-        log_q0 = tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(scale) - _HALF_LOG_2PI, -1)
+        log_q0 = ops.sum(-0.5 * ops.square(eps) - ops.log(scale) - _HALF_LOG_2PI, -1)
         standard = (z - self.prior_mean) / self.prior_stddev
-        log_p = tf.reduce_sum(
-            -0.5 * tf.square(standard) - math.log(self.prior_stddev) - _HALF_LOG_2PI, -1)
+        log_p = ops.sum(
+            -0.5 * ops.square(standard) - math.log(self.prior_stddev) - _HALF_LOG_2PI, -1)
         per_row = log_q0 - log_p
         _, entropy = self._gaussian_terms(site)
         if log_det is not None:
-            log_det = tf.cast(log_det, per_row.dtype)
+            log_det = ops.cast(log_det, per_row.dtype)
             per_row = per_row - log_det
             entropy = entropy + _mean(log_det)
         return _mean(per_row), entropy
@@ -146,10 +149,10 @@ class NodePosterior:
         """
         self._check_built("building its posterior")
         self._check_site(site)
-        loc = tf.convert_to_tensor(getattr(self, f"{site}_loc"))
-        scale = tf.nn.softplus(getattr(self, f"{site}_rho"))
+        loc = _read(getattr(self, f"{site}_loc"))
+        scale = ops.softplus(_read(getattr(self, f"{site}_rho")))
         base = tfd.MixtureSameFamily(
-            tfd.Categorical(logits=tf.zeros([self.num_components])),
+            tfd.Categorical(logits=ops.zeros([self.num_components])),
             tfd.Independent(tfd.Normal(loc, scale), reinterpreted_batch_ndims=1),
         )
         flow = getattr(self, f"{site}_flow")
@@ -161,7 +164,7 @@ class NodePosterior:
         """p(z) of one site: N(prior_mean, prior_stddev^2) per node, event shape [nodes]."""
         self._check_built("building its prior")
         self._check_site(site)
-        loc = tf.fill([self.node_counts[site]], self.prior_mean)
+        loc = ops.full([self.node_counts[site]], self.prior_mean)
         return tfd.Independent(tfd.Normal(loc, self.prior_stddev), reinterpreted_batch_ndims=1)
 
     def node_posterior_samples(self, num_samples, site="input", component=0):
@@ -183,9 +186,9 @@ class NodePosterior:
         component = _validation.integer("component", component, minimum=0,
                                         maximum=self.num_components - 1, allow_none=True)
         if component is None:
-            components = tf.range(num_samples) % self.num_components
+            components = ops.arange(num_samples) % self.num_components
         else:
-            components = tf.fill([num_samples], component)
+            components = ops.full([num_samples], component, dtype="int32")
         seed = noise_lib.next_seed(self.seed_generator)
         z, _ = self._site_draw(site, components, seed, None, False, False)
         return keras.ops.convert_to_numpy(z).astype(np.float32)
@@ -210,22 +213,37 @@ class NodePosterior:
     def _objective_terms(self, num_samples):
         self._check_built("computing its KL")
         num_samples = _validation.integer("num_samples", num_samples)
-        components = tf.range(num_samples) % self.num_components
+        components = ops.arange(num_samples) % self.num_components
         seeds = noise_lib.call_seeds(self.seed_generator, 2)
         kl, entropy = 0.0, 0.0
         for site in self.sites:
             seed = seeds[0 if site == "input" else 1]
             _, (site_kl, site_entropy) = self._site_draw(site, components, seed, None, False, True)
             kl, entropy = kl + site_kl, entropy + site_entropy
-        return tf.convert_to_tensor(kl, "float32"), tf.convert_to_tensor(entropy, "float32")
+        return ops.convert_to_tensor(kl, "float32"), ops.convert_to_tensor(entropy, "float32")
+
+
+def _read(variable):
+    """The variable's value at its own dtype. Inside `float32_variables` (an
+    autocast scope without a dtype) Keras reports a variable's `dtype`, and
+    converts it, as floatx; its `value` keeps the dtype it has."""
+    return ops.convert_to_tensor(variable.value)
 
 
 def _float32(terms):
     """(KL, entropy) in float32, the dtype of `kl_weight` and of every layer's KL."""
-    return None if terms is None else tuple(tf.cast(t, "float32") for t in terms)
+    return None if terms is None else tuple(ops.cast(t, "float32") for t in terms)
 
 
 def _mean(values):
     """Mean over rows; 0 for an empty batch (instead of NaN)."""
-    count = tf.cast(tf.size(values), values.dtype)
-    return tf.math.divide_no_nan(tf.reduce_sum(values), count)
+    count = ops.cast(ops.size(values), values.dtype)
+    return ops.divide_no_nan(ops.sum(values), count)
+
+
+def _draw_shape(components, nodes):
+    """The shape [rows, nodes] of a site's noise: one Shape op on TensorFlow
+    (the batch may be dynamic), the static tuple that `jax.random` takes on JAX."""
+    if _backend.is_jax():
+        return (components.shape[0], nodes)
+    return tf.stack([tf.shape(components)[0], nodes])

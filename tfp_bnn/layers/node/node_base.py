@@ -65,7 +65,6 @@ start near the identity.
 import math
 
 import keras
-from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _validation
@@ -257,8 +256,8 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
         with float32_variables():
             dtype = self.compute_dtype
             inputs = ops.cast(inputs, dtype)
-            rows = tf.shape(inputs)[0]
-            rank = inputs.shape.rank
+            rows = ops.shape(inputs)[0]
+            rank = len(inputs.shape)
             with_kl = not _flag("skip_kl")
             components = self._components(rows, training)
             noise_scale = self._noise_scale(training)
@@ -272,16 +271,16 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
             x = inputs
             if "input" in z:
                 shape = self._node_shape(rank, self.node_counts["input"])
-                x = x * tf.reshape(tf.cast(z["input"], dtype), shape)
-            outputs = self._apply_kernel(x, tf.cast(self.kernel, dtype))
+                x = x * ops.reshape(ops.cast(z["input"], dtype), shape)
+            outputs = self._apply_kernel(x, ops.cast(self.kernel, dtype))
             if self.bias is not None:
-                outputs = outputs + self._shape_bias(tf.cast(self.bias, dtype))
+                outputs = outputs + self._shape_bias(ops.cast(self.bias, dtype))
             if "output" in z:
-                shape = self._node_shape(outputs.shape.rank, self.node_counts["output"])
-                outputs = outputs * tf.reshape(tf.cast(z["output"], dtype), shape)
+                shape = self._node_shape(len(outputs.shape), self.node_counts["output"])
+                outputs = outputs * ops.reshape(ops.cast(z["output"], dtype), shape)
             if with_kl:
-                kl = tf.add_n([t[0] for t in terms])
-                entropy = tf.add_n([t[1] for t in terms])
+                kl = _add_all([t[0] for t in terms])
+                entropy = _add_all([t[1] for t in terms])
                 self._add_kl(rows, training, kl, entropy, inputs.shape[0])
             if self.activation is not None:
                 outputs = self.activation(outputs)
@@ -365,3 +364,11 @@ def _resolve_posterior(posterior, flows, flow_length):
             f"own flow. Got flows={flows!r}, flow_length={flow_length!r}."
         )
     return resolved
+
+
+def _add_all(terms):
+    """The sum of the sites' terms (one or two), in order, as `tf.add_n` adds them."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
