@@ -98,13 +98,23 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+def _runs_on_jax(item):
+    """Marked `jax`, and not the `jit_compile=False` case of a test run both ways:
+    on JAX that runs a step eagerly, op by op, which is no path JAX trains on
+    (the compiled one is checked on JAX, both are on TensorFlow)."""
+    callspec = getattr(item, "callspec", None)
+    eager = callspec is not None and callspec.params.get("jit_compile") is False
+    return bool(item.get_closest_marker("jax")) and not eager
+
+
 def pytest_collection_modifyitems(config, items):
     """On JAX only the tests marked `jax`; then costliest files first.
 
     `KERAS_BACKEND=jax pytest` runs the tests marked `pytest.mark.jax`
     (a module's `pytestmark`, usually): the parts of the package ported to
-    `keras.ops` and TFP's JAX substrate, checked on both backends. The rest
-    is deselected, and the count is reported as pytest reports deselection.
+    `keras.ops` and TFP's JAX substrate, checked on both backends, less the
+    `jit_compile=False` cases (`_runs_on_jax`). The rest is deselected, and
+    the count is reported as pytest reports deselection.
 
     With `--dist loadfile` each file goes whole to the next free worker in
     the order given here (pytest.ini turns off xdist's own reordering, by
@@ -114,8 +124,8 @@ def pytest_collection_modifyitems(config, items):
     the costliest if it has a slow test.
     """
     if keras.backend.backend() == "jax":
-        kept = [item for item in items if item.get_closest_marker("jax")]
-        dropped = [item for item in items if not item.get_closest_marker("jax")]
+        kept = [item for item in items if _runs_on_jax(item)]
+        dropped = [item for item in items if not _runs_on_jax(item)]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept

@@ -10,9 +10,11 @@ import pytest
 
 from tfp_bnn import _backend
 
-pytestmark = pytest.mark.jax
+# The tests that start an interpreter of their own set its backend there, so
+# the TensorFlow run covers them; the others are marked to run on JAX too.
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("name", ["torch", "numpy", "openvino"])
 def test_every_other_backend_gets_the_one_message(name):
     with pytest.raises(ImportError) as info:
@@ -23,6 +25,7 @@ def test_every_other_backend_gets_the_one_message(name):
     assert "before keras is first imported" in message
 
 
+@pytest.mark.jax
 def test_tensorflow_and_jax_pass_and_this_process_runs_one_of_them():
     _backend.check_backend("tensorflow")
     _backend.check_backend("jax")
@@ -36,6 +39,7 @@ def _home_with_config(tmp_path, config):
     return str(tmp_path)
 
 
+@pytest.mark.jax
 def test_configured_backend_reads_keras_precedence(tmp_path, monkeypatch):
     home = _home_with_config(tmp_path, {"backend": "jax", "floatx": "float32"})
     monkeypatch.setenv("KERAS_HOME", home)
@@ -49,6 +53,7 @@ def test_configured_backend_reads_keras_precedence(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("config", ["{not json", "[1, 2]", {"backend": ""}, {"floatx": "float32"}],
                          ids=["broken_json", "not_a_dict", "empty_backend", "no_backend"])
+@pytest.mark.jax
 def test_unreadable_or_silent_config_means_tensorflow(tmp_path, monkeypatch, config):
     monkeypatch.setenv("KERAS_HOME", _home_with_config(tmp_path, config))
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
@@ -68,6 +73,7 @@ def test_import_under_the_numpy_backend_fails_with_the_message(tmp_path):
     assert "'numpy'" in last and "KERAS_BACKEND=jax" in last
 
 
+@pytest.mark.jax
 def test_a_jax_newer_than_tfp_knows_gets_the_versions_and_the_extra(monkeypatch):
     import tensorflow_probability.substrates as substrates
 

@@ -22,10 +22,13 @@ class LazyModule:
 
     def __init__(self, name):
         self._name = name
+        self._module = None
 
     def __getattr__(self, attribute):
-        module = importlib.import_module(self._name)
-        return getattr(module, attribute)
+        # Only for names not set in __init__: the module's attributes.
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attribute)
 
     def __repr__(self):
         return f"<module {self._name!r}, imported on first use>"
