@@ -82,6 +82,10 @@ class ParamsSize(int):
     """
 
     ndim = 0
+    # Keras 3.10 checks each entry of a weight's shape with
+    # `standardize_dtype(type(entry))`, which reads the class's `name`: an int
+    # subclass without one is refused there ("Invalid dtype: ParamsSize").
+    name = "int32"
 
     # Properties, so that importing the module does not load TensorFlow.
     @property
