@@ -100,7 +100,7 @@ class HeteroscedasticRegression(keras.layers.Layer):
     Train with `tfp_bnn.losses.GaussianNLL` (eq. 66 plus its constant) when
     units == 1; for units > 1 see `split_mean_log_variance`; score the mean
     with `tfp_bnn.metrics.MeanRMSE`. A Bayesian projection adds its KL term
-    through `add_loss`; it appears in the model's `losses` and thus in the
+    through its weight regularizer; it appears in the model's `losses` and thus in the
     fitted objective, mean NLL + kl_weight * KL with kl_weight = 1/N.
 
     Args:
