@@ -262,12 +262,13 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
             components = self._components(rows, training)
             noise_scale = self._noise_scale(training)
             seeds = noise_lib.call_seeds(self.seed_generator, 2)
-            z, terms = {}, []
+            # The KL terms are not drawn here: the layer's KLRegularizer computes
+            # them from the weights when Keras reads the losses (`_kl_tracking`).
+            z = {}
             for site in self.sites:
                 seed = seeds[0 if site == "input" else 1]
-                z[site], site_terms = self._site_draw(
-                    site, components, seed, noise_scale, training, with_kl)
-                terms.append(site_terms)
+                z[site], _ = self._site_draw(site, components, seed, noise_scale, training,
+                                             False)
             x = inputs
             if "input" in z:
                 shape = self._node_shape(rank, self.node_counts["input"])
@@ -279,22 +280,11 @@ class NodeLayer(NodePosterior, StochasticLayer, keras.layers.Layer):
                 shape = self._node_shape(len(outputs.shape), self.node_counts["output"])
                 outputs = outputs * ops.reshape(ops.cast(z["output"], dtype), shape)
             if with_kl:
-                kl = _add_all([t[0] for t in terms])
-                entropy = _add_all([t[1] for t in terms])
-                self._add_kl(rows, training, kl, entropy, inputs.shape[0])
+                self._warn_if_kl_weight_unset(training)
+                self._claim_kl(inputs.shape[0])
             if self.activation is not None:
                 outputs = self.activation(outputs)
             return outputs
-
-    def _add_kl(self, rows, training, kl, entropy, static_rows=None):
-        """Makes sure kl_weight * (KL - gamma H) enters the loss, once per step.
-
-        The term is the layer's `KLRegularizer` (`_kl_tracking`), built from
-        the weights by `_deferred_kl_penalty` when Keras reads the losses.
-        """
-        del rows, kl, entropy
-        self._warn_if_kl_weight_unset(training)
-        self._claim_kl(static_rows)
 
     def _kl_objective_penalty(self, kl, entropy, rows):
         """kl_weight * (KL - gamma H), logged in the tracker for `rows` rows."""
@@ -365,10 +355,3 @@ def _resolve_posterior(posterior, flows, flow_length):
         )
     return resolved
 
-
-def _add_all(terms):
-    """The sum of the sites' terms (one or two), in order, as `tf.add_n` adds them."""
-    total = terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return total
