@@ -1,11 +1,13 @@
-"""tfp_bnn.noise: Flipout's random signs on both backends.
+"""tfp_bnn.noise: the random numbers of the layers, on both backends.
 
-The layers' normal draws are checked through every layer's seeded and XLA
-tests; the signs get their own checks because on JAX they come 32 to a
-random word (one bit each), which a mistake in the unpacking could bias or
-correlate without any layer test noticing.
+The layers' draws are checked through every layer's seeded and XLA tests;
+the draws get their own checks here because on JAX they are made from raw
+random words (normals and uniforms from the top 23 bits, Flipout's signs 32
+to a word), which a mistake in the unpacking could bias or correlate without
+any layer test noticing.
 """
 
+import keras
 import numpy as np
 import pytest
 
@@ -55,3 +57,40 @@ def test_the_philox_id_is_tensorflows():
     import tensorflow as tf  # noqa: PLC0415 - a TensorFlow constant, on either backend
 
     assert noise._PHILOX == tf.random.Algorithm.PHILOX.value
+
+
+def test_normals_have_the_standard_normal_distribution():
+    # 2^17 draws: the fraction below each quantile z is binomial with s.e.
+    # sqrt(p (1 - p) / n); 4 s.e. is the bound, down to the 3-sigma tail.
+    count = 2**17
+    values = np.asarray(noise.normal((count,), "float32", SEED), dtype="float64")
+    assert np.all(np.isfinite(values))
+    assert abs(values.mean()) < 4 / np.sqrt(count)
+    assert abs(values.var() - 1.0) < 4 * np.sqrt(2.0 / count)
+    for z, p in ((-3.0, 0.0013499), (-2.0, 0.0227501), (-1.0, 0.1586553), (0.0, 0.5),
+                 (1.0, 0.8413447), (2.0, 0.9772499), (3.0, 0.9986501)):
+        fraction = np.mean(values < z)
+        assert abs(fraction - p) < 4 * np.sqrt(p * (1 - p) / count), (z, fraction)
+
+
+def test_uniforms_lie_in_the_unit_interval_and_fill_it_evenly():
+    count = 2**16
+    values = np.asarray(noise.uniform((count,), SEED), dtype="float64")
+    assert values.min() >= 0.0 and values.max() < 1.0
+    # Each tenth of [0, 1) holds a binomial(n, 0.1) count: s.e. sqrt(0.09 n).
+    counts, _ = np.histogram(values, bins=10, range=(0.0, 1.0))
+    assert np.all(np.abs(counts - count / 10) < 4 * np.sqrt(0.09 * count)), counts
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.vmap: the JAX backend")
+def test_each_key_of_a_vmapped_draw_gets_the_numbers_it_gets_alone():
+    # XLA's generator has no batched form; JAX's default rule for it would draw
+    # the whole batch from the first key (tfp_bnn.predict vmaps over samples).
+    import jax  # noqa: PLC0415 - the JAX backend
+
+    keys = np.array([[3, 11], [3, 12], [7, 0]], dtype="uint32")
+    batched = jax.jit(jax.vmap(lambda key: noise.normal((5, 4), "float32", key)))(keys)
+    for key, values in zip(keys, np.asarray(batched)):
+        np.testing.assert_array_equal(values, np.asarray(noise.normal((5, 4), "float32", key)))
+    signs = jax.vmap(lambda key: noise.signs((40,), "float32", key))(keys)
+    np.testing.assert_array_equal(np.asarray(signs)[2], _signs((40,), keys[2]))

@@ -19,12 +19,19 @@ The same seed therefore gives the same numbers within one compilation mode,
 not across modes.
 
 On the JAX backend a seed is a JAX PRNG key (uint32 pair) split from one
-advance of the generator, and the draws are `jax.random`'s (ThreeFry,
-XLA-compiled like everything JAX runs): the same numbers `keras.random`
-draws there, from a key array, which Keras' public random functions do not
-take as a seed.
+advance of the generator (`jax.random.split`), and the draws take their bits
+from XLA's own ThreeFry generator (`jax.lax.rng_bit_generator` with the
+ThreeFry algorithm, keyed by the key at counter 0): on the CPU it makes
+313,600 32-bit words in ~0.7 ms where `jax.random.bits` (ThreeFry written
+in JAX's ops, what `keras.random` uses) takes ~5 ms, and the random numbers
+were most of a Flipout step on JAX (benchmarks/train_step.py). Normals are
+sqrt(2) erfinv(u) of uniforms u in (-1, 1), as `jax.random.normal` makes
+them. Under `jax.vmap` (the Monte Carlo samples of `tfp_bnn.predict`) each
+key still draws its own numbers, the same as unbatched: XLA's generator
+has no batched form, so the batch of keys is a loop (`_jax_bits`).
 """
 
+import functools
 import math
 
 import keras
@@ -35,6 +42,8 @@ from tfp_bnn import _backend
 
 # Largest float32 below 1: keeps erfinv finite at the ends of (-1, 1).
 _U_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
+# Smallest float32 above -1: the low end of the JAX uniforms that become normals.
+_U_MIN = float(np.nextafter(np.float32(-1.0), np.float32(0.0)))
 # TensorFlow's id of the Philox algorithm, as the raw ops take it
 # (`tf.random.Algorithm.PHILOX.value`, checked by tests/test_noise.py; a
 # literal so that importing this module does not load TensorFlow).
@@ -114,11 +123,7 @@ def _philox_key_counter(seed):
 def normal(shape, dtype, seed):
     """Standard normal draws of `shape` in `dtype` from an int32 seed pair."""
     if _backend.is_jax():
-        import jax  # noqa: PLC0415 - the JAX backend imported it already
-
-        # jax.random with the derived key: Keras' public random functions take
-        # an int or a SeedGenerator as seed, not a key array.
-        return jax.random.normal(_jax_key(seed), tuple(shape), dtype=dtype)
+        return _jax_normal(tuple(shape), dtype, seed)
     if in_xla_context():
         u = tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0,
                                         alg="threefry")
@@ -132,9 +137,7 @@ def normal(shape, dtype, seed):
 def uniform(shape, seed):
     """float32 draws from U[0, 1) of `shape` from an int32 seed pair."""
     if _backend.is_jax():
-        import jax  # noqa: PLC0415 - the JAX backend imported it already
-
-        return jax.random.uniform(_jax_key(seed), tuple(shape), dtype="float32")
+        return _unit_floats(_jax_bits(tuple(shape))(_jax_key(seed)))
     if in_xla_context():
         return tf.random.stateless_uniform(shape, seed=seed, alg="threefry")
     key, counter = _philox_key_counter(seed)
@@ -152,19 +155,66 @@ def signs(shape, dtype, seed):
 def _jax_signs(shape, dtype, seed):
     """Signs from the bits of uint32 draws, 32 per word.
 
-    Each bit of a `jax.random.bits` word is a fair coin independent of the
-    others, so this is the same distribution as one uniform per sign with a
-    32nd of the ThreeFry work: XLA's CPU random numbers are what a Flipout
-    step on JAX spends most of its time on (benchmarks/train_step.py).
+    Each bit of a random word is a fair coin independent of the others, so
+    this is the same distribution as one uniform per sign with a 32nd of
+    the generator's work.
+    """
+    ops = keras.ops
+    count = math.prod(shape)
+    words = _jax_bits(((count + 31) // 32,))(_jax_key(seed))
+    bits = ops.bitwise_and(ops.right_shift(words[:, None], ops.arange(32, dtype="uint32")), 1)
+    flat = ops.reshape(bits, (-1,))[:count]
+    return ops.reshape(ops.cast(flat, dtype) * 2 - 1, shape)
+
+
+def _unit_floats(words):
+    """float32 in [0, 1) from uint32 words: their top 23 bits as a mantissa in [1, 2), less 1."""
+    import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+    ops = keras.ops
+    mantissa = ops.bitwise_or(ops.right_shift(words, 9), np.uint32(0x3F800000))
+    return jax.lax.bitcast_convert_type(mantissa, "float32") - 1.0
+
+
+def _jax_normal(shape, dtype, seed):
+    """Standard normals sqrt(2) erfinv(u), u uniform in (-1, 1), computed in float32."""
+    import jax  # noqa: PLC0415 - the JAX backend imported it already
+
+    ops = keras.ops
+    floats = _unit_floats(_jax_bits(shape)(_jax_key(seed)))
+    u = ops.maximum(_U_MIN, floats * (1.0 - _U_MIN) + _U_MIN)  # [0, 1) onto (-1, 1)
+    return ops.cast(math.sqrt(2.0) * jax.lax.erf_inv(u), dtype)
+
+
+@functools.cache
+def _jax_bits(shape):
+    """The function key -> uint32 words of `shape` from XLA's ThreeFry generator.
+
+    `jax.lax.rng_bit_generator` keyed by the PRNG key, its counter at 0. Its
+    batching rule in JAX draws a whole batch from the first key, so the
+    function has its own (`jax.custom_batching.custom_vmap`): each key of a
+    batch is drawn as alone, in a loop, and sample t of a vectorized
+    prediction gets the numbers it gets unbatched.
     """
     import jax  # noqa: PLC0415 - the JAX backend imported it already
 
     ops = keras.ops
-    count = math.prod(shape)
-    words = jax.random.bits(_jax_key(seed), ((count + 31) // 32,), dtype="uint32")
-    bits = ops.bitwise_and(ops.right_shift(words[:, None], ops.arange(32, dtype="uint32")), 1)
-    flat = ops.reshape(bits, (-1,))[:count]
-    return ops.reshape(ops.cast(flat, dtype) * 2 - 1, shape)
+
+    @jax.custom_batching.custom_vmap
+    def draw(key):
+        state = ops.concatenate([ops.cast(key, "uint32"), ops.zeros([2], "uint32")])
+        _, words = jax.lax.rng_bit_generator(state, shape, dtype="uint32",
+                                             algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY)
+        return words
+
+    @draw.def_vmap
+    def draw_batched(axis_size, in_batched, keys):
+        del axis_size
+        if not in_batched[0]:
+            return draw(keys), False
+        return jax.lax.map(draw, keys), True
+
+    return draw
 
 
 def shape_of(x):
