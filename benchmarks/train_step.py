@@ -40,6 +40,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import _jax_reference
 import _timing
 import tfp_bnn
 
@@ -238,6 +239,11 @@ def main_jax(args):
     JAX, `jit_compile=False` runs the step eagerly op by op, not a
     framework's default path). The data come from the same `tf.data`
     pipeline, which Keras' JAX trainer reads as NumPy batches.
+
+    A second table times the Dense and Flipout steps written in plain JAX
+    (`_jax_reference`), interleaved with the Keras models: its Flipout /
+    Dense ratio without random numbers is what XLA on this machine allows
+    any Flipout step, whatever the library.
     """
     keras.utils.set_random_seed(args.seed)
     print("== train step benchmark: 784-400-400-10 MLP, Adam, batch "
@@ -252,16 +258,32 @@ def main_jax(args):
     sys.stdout.flush()
     dataset = synthetic_dataset(args.rows, args.batch_size, args.seed)
     table = build_table("XLA", dataset, args, True, None)
-    for variant in table.values():
+    reference = {
+        name: _timing.timed(label, _jax_reference.step(flipout, random, args.batch_size,
+                                                       args.seed))
+        for name, label, flipout, random in (
+            ("dense", "hand-written Dense", False, "none"),
+            ("xla", "hand-written Flipout, XLA's generator", True, "xla"),
+            ("jax", "hand-written Flipout, jax.random", True, "jax"),
+            ("none", "hand-written Flipout, no random numbers", True, "none"))
+        # --quick: the floor's pair only, which compiles in a few seconds.
+        if not args.quick or name in ("dense", "none")}
+    for variant in list(table.values()) + list(reference.values()):
         print(f"  warming up {variant.name} ...", flush=True)
         variant.warm_up(args.warmup_steps)
-    _timing.run_round_robin(list(table.values()), args.repeats, args.steps,
-                            log=lambda msg: print(msg, flush=True))
+    _timing.run_round_robin(list(table.values()) + list(reference.values()), args.repeats,
+                            args.steps, log=lambda msg: print(msg, flush=True))
     _timing.print_report(
         [("JAX backend, jit_compile=True (jax.jit, XLA); median per-step time", table,
-          "dense")],
+          "dense"),
+         ("The same steps written in plain JAX (no Keras, no tfp_bnn; "
+          "benchmarks/_jax_reference.py)", reference, "dense")],
         [("ratio ours Flipout / keras Dense [XLA]", table["DenseFlipout"], table["dense"],
-          ("<=", 2.2))])
+          ("<=", 2.2)),
+         ("ratio hand-written Flipout without random numbers / Dense [plain JAX: the floor]",
+          reference["none"], reference["dense"], None)]
+        + ([("ratio hand-written Flipout / Dense [plain JAX]", reference["xla"],
+             reference["dense"], None)] if "xla" in reference else []))
     print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
           "the same table)")
     return 0

@@ -35,11 +35,11 @@ def test_quick_run_prints_every_ratio(run_benchmark):
 def test_quick_run_on_jax_prints_the_flipout_ratio(run_benchmark):
     # `--backend jax` from a TensorFlow process: the script re-runs itself with
     # KERAS_BACKEND=jax and relays the subprocess's output.
-    out = run_benchmark("train_step", "--quick", "--backend", "jax")
+    out = run_benchmark("train_step", "--quick", "--backend", "jax", ratios=(
+        "ratio ours Flipout / keras Dense [XLA]",
+        "ratio hand-written Flipout without random numbers / Dense [plain JAX: the floor]"))
     assert "(re-running train_step.py with KERAS_BACKEND=jax)" in out
     assert "(backend jax)" in out and "skipped on JAX: tfp.layers.DenseFlipout" in out
-    assert re.search(r"^  keras\.layers\.Dense \[XLA\] +\d+\.\d+ ", out, re.MULTILINE), out
-    if re.search(r"^  tfp_bnn DenseFlipout \[XLA\] +n/a", out, re.MULTILINE):
-        pytest.skip("tfp_bnn.layers.DenseFlipout does not train on Keras' JAX backend yet")
-    match = re.search(r"ratio ours Flipout / keras Dense \[XLA\]: (\S+)", out)
-    assert match and float(match.group(1)) > 0, out
+    for row in ("keras.layers.Dense [XLA]", "tfp_bnn DenseFlipout [XLA]",
+                "hand-written Dense", "hand-written Flipout, no random numbers"):
+        assert re.search(rf"^  {re.escape(row)} +\d+\.\d+ ", out, re.MULTILINE), (row, out)
