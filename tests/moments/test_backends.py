@@ -1,9 +1,9 @@
-"""tfp_bnn.moments on the active backend: closed forms, sampling, compiled calls.
+"""tfp_bnn.moments on the active backend: closed forms and sampling.
 
 The other files of tests/moments check the algebra in depth on TensorFlow;
 these cheap checks run on both backends (`KERAS_BACKEND=jax pytest` runs
 them too), with NumPy references: each rule against its closed form or
-against sampling, the block against sampled blocks and differentiated.
+against sampling, the block against sampled blocks.
 """
 
 import math
@@ -23,7 +23,6 @@ from tfp_bnn.moments import softmax
 from tfp_bnn.moments import transformer_block
 from tfp_bnn.testing.moments_reference import SMALL_BLOCK
 from tfp_bnn.testing.moments_reference import assert_within_se
-from tfp_bnn.testing.moments_reference import random_block_params
 from tfp_bnn.testing.moments_reference import sample_moments
 from tfp_bnn.testing.moments_reference import small_block_case
 
@@ -198,27 +197,14 @@ def block():
 
 @pytest.mark.parametrize("mode, bounds", [("full", (0.020, 0.086)),
                                           ("diagonal", (0.027, 0.207))])
-def test_block_against_sampling_and_a_second_block_differentiates(block, mode, bounds):
-    """The first block within 1.25x the errors test_transformer.py measures; in
-    diagonal mode (the cheaper compilation) a masked second block on its random
-    output has finite, non-zero gradients."""
+def test_transformer_block_against_sampling(block, mode, bounds):
+    """Within 1.25x the errors test_transformer.py measures (the zoo's
+    transformer test trains through the block's gradients on both backends)."""
     params, x, mc = block
     out = fast(lambda x: tuple(transformer_block(x, params, HEADS, KEY_DIM, mode=mode)[:2]))(x)
-    first = Moments(*out, mode)
+    out = Moments(*out, mode)
     errors = [np.linalg.norm(np.asarray(got) - want) / np.linalg.norm(want)
-              for got, want in ((first.mean, mc["mean"]), (first.variance(), mc["var"]))]
+              for got, want in ((out.mean, mc["mean"]), (out.variance(), mc["var"]))]
     assert errors[0] < 1.25 * bounds[0] and errors[1] < 1.25 * bounds[1], errors
     if mode == "full":
-        assert np.min(np.linalg.eigvalsh(np.asarray(first.cov))) > -1e-5
-        return
-    params2 = _numpy_params(random_block_params(5, WIDTH, HEADS, KEY_DIM, FF_DIM))
-    mask = np.tril(np.ones([TOKENS, TOKENS], bool))
-
-    def log_likelihood(mean, cov):
-        second = transformer_block(Moments(mean, cov, mode), params2, HEADS, KEY_DIM,
-                                   mode=mode, attention_mask=mask)
-        return keras.ops.sum(gaussian_log_likelihood(np.zeros(x.shape, "float32"), second, 0.1))
-
-    value, grads = value_and_gradients(fast(log_likelihood), *(np.asarray(t) for t in out))
-    assert np.isfinite(value) and all(np.all(np.isfinite(g)) for g in grads)
-    assert min(np.abs(g).max() for g in grads) > 0
+        assert np.min(np.linalg.eigvalsh(np.asarray(out.cov))) > -1e-5

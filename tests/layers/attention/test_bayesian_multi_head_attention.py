@@ -164,7 +164,6 @@ def test_masked_keys_get_zero_attention_while_sampling():
         assert not has_key[1, :, 3].any()
 
 
-@pytest.mark.jax
 def test_causal_mask_hides_the_future():
     x = _normal((2, 6, 4), 0)
     layer = BayesianMultiHeadAttention(num_heads=2, key_dim=2, kl_weight=0.0, seed=2)

@@ -97,7 +97,6 @@ def keras_block(block, weights, x):
     return call
 
 
-@pytest.mark.jax
 @pytest.mark.parametrize("case", ["plain", "mask", "causal"])
 def test_mean_mode_equals_a_keras_block(case):
     x = _normal((3, 5, 8), 0)
