@@ -273,8 +273,8 @@ class MomentGaussianNLL(keras.losses.Loss):
     diagonal_log_likelihood`, exp in float64): through a float32 variance
     the gradient overflows from log variances of about -44 (unit residual),
     from s directly only where the loss itself passes float32. On JAX the
-    float64 parts run in float32 unless `jax_enable_x64` is set, where full
-    mode may need a larger `jitter`.
+    float64 parts run in float32 unless `jax_enable_x64` is set (full mode
+    may then need a larger `jitter`).
 
     Args:
         mode: "diagonal": `y_pred` = [means (D), log variances (D)];
@@ -286,8 +286,8 @@ class MomentGaussianNLL(keras.losses.Loss):
         dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Raises:
-        ValueError: naming `mode` or `jitter` if invalid, and, in call,
-            `y_pred` if its last axis fits no D for `mode`.
+        ValueError: naming `mode` or `jitter` if invalid; in call, if the
+            last axis of `y_pred` fits no D for `mode`.
 
     Call arguments:
         y_true: targets [batch, D] (or [batch] when D = 1).
