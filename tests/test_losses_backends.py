@@ -142,11 +142,42 @@ def test_predictive_rmse_has_a_zero_gradient_at_a_perfect_fit():
     np.testing.assert_array_equal(grad, 0.0)
 
 
-def test_moment_gaussian_nll_is_tensorflow_only_with_a_clear_error_on_jax():
-    y_pred = np.float32([[0.0, 1.0]])  # D = 1: mean 0, covariance [[1]]
-    if keras.backend.backend() == "jax":
-        with pytest.raises(NotImplementedError, match="TensorFlow backend only"):
-            MomentGaussianNLL(mode="full")
+def _moment_model(mode, kernel, bias, cov):
+    """[means (2), log variances (2)] from a fixed Dense (mode "diagonal"), or [means (2),
+    covariance (4)] with the fixed covariance `cov` for every example (mode "full")."""
+    x = keras.Input((3,))
+    head = keras.layers.Dense(kernel.shape[1])
+    outputs = head(x)
+    if mode == "full":
+        constant = keras.layers.Dense(4, kernel_initializer="zeros", trainable=False,
+                                      bias_initializer=keras.initializers.Constant(cov.ravel()))
+        outputs = keras.layers.Concatenate()([outputs, constant(x)])
+    model = keras.Model(x, outputs)
+    head.set_weights([kernel, bias])
+    return model
+
+
+@pytest.mark.parametrize("mode", ["diagonal", "full"])
+def test_moment_gaussian_nll_in_evaluate_and_fit_matches_numpy(mode):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(24, 3)).astype("float32")
+    y = rng.normal(size=(24, 2)).astype("float32")
+    width = 4 if mode == "diagonal" else 2
+    kernel = (0.5 * rng.normal(size=(3, width))).astype("float32")
+    bias = (0.1 * rng.normal(size=width)).astype("float32")
+    cov = np.float32([[1.5, 0.4], [0.4, 0.8]])
+    model = _moment_model(mode, kernel, bias, cov)
+    model.compile(optimizer=keras.optimizers.Adam(0.05),
+                  loss=MomentGaussianNLL(mode=mode, jitter=0.0))
+    loss = model.evaluate(x, y, batch_size=8, verbose=0)
+    out = x.astype(np.float64) @ kernel + bias
+    residual = y - out[:, :2]
+    if mode == "diagonal":
+        expected = _numpy_nll(y, out[:, :2], out[:, 2:]).sum(axis=1).mean()
     else:
-        value = MomentGaussianNLL(mode="full")(np.zeros((1, 1)), y_pred)
-        assert float(value) == pytest.approx(0.5 * math.log(2 * math.pi), rel=1e-6)
+        quad = np.einsum("bi,ij,bj->b", residual, np.linalg.inv(cov), residual)
+        expected = 0.5 * (2 * math.log(2 * math.pi) + np.linalg.slogdet(cov)[1] + quad).mean()
+    assert loss == pytest.approx(expected, rel=1e-5)
+    history = model.fit(x, y, batch_size=8, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert history.history["loss"][-1] < loss

@@ -16,7 +16,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from tfp_bnn import _backend
 from tfp_bnn import _validation as check
 
 # The loss of distribution-valued outputs lives beside them; listed here too.
@@ -273,7 +272,9 @@ class MomentGaussianNLL(keras.losses.Loss):
     mode works from the log variances (`tfp_bnn.moments.
     diagonal_log_likelihood`, exp in float64): through a float32 variance
     the gradient overflows from log variances of about -44 (unit residual),
-    from s directly only where the loss itself passes float32.
+    from s directly only where the loss itself passes float32. On JAX the
+    float64 parts run in float32 unless `jax_enable_x64` is set (full mode
+    may then need a larger `jitter`).
 
     Args:
         mode: "diagonal": `y_pred` = [means (D), log variances (D)];
@@ -285,8 +286,8 @@ class MomentGaussianNLL(keras.losses.Loss):
         dtype: the dtype of the loss computation, as in `keras.losses.Loss`.
 
     Raises:
-        NotImplementedError: on the JAX backend, where the moment
-            likelihoods (TensorFlow code) cannot run inside a compiled step.
+        ValueError: naming `mode` or `jitter` if invalid; in call, if the
+            last axis of `y_pred` fits no D for `mode`.
 
     Call arguments:
         y_true: targets [batch, D] (or [batch] when D = 1).
@@ -301,12 +302,6 @@ class MomentGaussianNLL(keras.losses.Loss):
 
     def __init__(self, mode="full", jitter=1e-6, reduction="sum_over_batch_size",
                  name="moment_gaussian_nll", dtype=None):
-        if _backend.is_jax():
-            raise NotImplementedError(
-                "MomentGaussianNLL runs on the TensorFlow backend only: the moment likelihoods "
-                "of tfp_bnn.moments compute in TensorFlow. Use KERAS_BACKEND=tensorflow, or "
-                "GaussianNLL for a single output [mean, log variance]."
-            )
         super().__init__(reduction=reduction, name=name, dtype=dtype)
         self.mode = check.one_of("mode", mode, ("diagonal", "full"))
         self.jitter = check.number("jitter", jitter, low=0.0)

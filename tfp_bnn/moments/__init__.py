@@ -7,8 +7,9 @@ inference does for MLPs (Wu et al. 2019). Every function takes and
 returns `Moments(mean, cov, mode)` (see `tfp_bnn.moments.gaussian`): mode
 "full" keeps the covariance of all tokens and features of an example,
 mode "diagonal" only variances.
-The functions are pure TensorFlow (batch first, float32) and compile
-under tf.function(jit_compile=True). `select_token` and `mean_over_tokens`
+The functions are `keras.ops` (batch first, float32): they run on the
+TensorFlow and the JAX backend and compile under
+tf.function(jit_compile=True) and jax.jit. `select_token` and `mean_over_tokens`
 (`tfp_bnn.moments.pooling`) reduce a sequence to one vector per example.
 
 Where this goes beyond the plain first-order scheme (independent products,

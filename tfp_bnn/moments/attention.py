@@ -27,7 +27,7 @@ rules are the same.
 
 import math
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 
@@ -77,11 +77,12 @@ def scaled_dot_product_attention(q: Moments, k: Moments, v: Moments, mask=None) 
         ValueError: naming `q`, `k`, `v` or `mask` for mismatched shapes.
 
     Example:
-    >>> q = tfp_bnn.moments.Moments(tf.random.normal([1, 3, 2]), tf.fill([1, 3, 2], 0.1))
-    >>> v = tfp_bnn.moments.Moments.deterministic(tf.random.normal([1, 5, 4]))
-    >>> k = tfp_bnn.moments.Moments.deterministic(tf.random.normal([1, 5, 2]))
-    >>> tfp_bnn.moments.scaled_dot_product_attention(q, k, v).mean.shape
-    TensorShape([1, 3, 4])
+    >>> rng = np.random.default_rng(0)
+    >>> q = tfp_bnn.moments.Moments(rng.normal(size=[1, 3, 2]), np.full([1, 3, 2], 0.1))
+    >>> v = tfp_bnn.moments.Moments.deterministic(rng.normal(size=[1, 5, 4]))
+    >>> k = tfp_bnn.moments.Moments.deterministic(rng.normal(size=[1, 5, 2]))
+    >>> tuple(tfp_bnn.moments.scaled_dot_product_attention(q, k, v).mean.shape)
+    (1, 3, 4)
     """
     q, k, v = _check_qkv(q, k, v)
     mask = check_mask(mask, [q.mean.shape[0], q.mean.shape[1], k.mean.shape[1]])
@@ -100,36 +101,37 @@ def split_heads(x: Moments, num_heads) -> Moments:
     """
     tokens, width = x.mean.shape[1:]
     depth = width // num_heads
-    mean = tf.reshape(x.mean, [-1, tokens, num_heads, depth])
-    mean = tf.reshape(tf.transpose(mean, [0, 2, 1, 3]), [-1, tokens, depth])
+    mean = ops.reshape(x.mean, (-1, tokens, num_heads, depth))
+    mean = ops.reshape(ops.transpose(mean, (0, 2, 1, 3)), (-1, tokens, depth))
     if x.cov is None:
         return Moments(mean, None, x.mode)
     if x.mode == "diagonal":
-        var = tf.reshape(x.cov, [-1, tokens, num_heads, depth])
-        var = tf.reshape(tf.transpose(var, [0, 2, 1, 3]), [-1, tokens, depth])
+        var = ops.reshape(x.cov, (-1, tokens, num_heads, depth))
+        var = ops.reshape(ops.transpose(var, (0, 2, 1, 3)), (-1, tokens, depth))
         return Moments(mean, var, x.mode)
     c = unflatten_cov(x.cov, (tokens, num_heads, depth))  # [B, j, h, d, k, g, e]
-    # diag_part over the two head axes keeps the h == g blocks.
-    blocks = tf.linalg.diag_part(tf.transpose(c, [0, 1, 3, 4, 6, 2, 5]))  # [B, j, d, k, e, h]
-    blocks = tf.transpose(blocks, [0, 5, 1, 2, 3, 4])  # [B, h, j, d, k, e]
+    # The diagonal over the two head axes keeps the h == g blocks.
+    blocks = ops.diagonal(ops.transpose(c, (0, 1, 3, 4, 6, 2, 5)),
+                          axis1=-2, axis2=-1)  # [B, j, d, k, e, h]
+    blocks = ops.transpose(blocks, (0, 5, 1, 2, 3, 4))  # [B, h, j, d, k, e]
     return Moments(mean, flatten_cov(blocks, (tokens, depth)), x.mode)
 
 
 def merge_heads(x: Moments, num_heads) -> Moments:
     """[B*H, J, D] -> [B, J, H*D], head-major, cross-head covariance zero."""
     tokens, depth = x.mean.shape[1:]
-    mean = tf.reshape(x.mean, [-1, num_heads, tokens, depth])
-    mean = tf.reshape(tf.transpose(mean, [0, 2, 1, 3]), [-1, tokens, num_heads * depth])
+    mean = ops.reshape(x.mean, (-1, num_heads, tokens, depth))
+    mean = ops.reshape(ops.transpose(mean, (0, 2, 1, 3)), (-1, tokens, num_heads * depth))
     if x.cov is None:
         return Moments(mean, None, x.mode)
     if x.mode == "diagonal":
-        var = tf.reshape(x.cov, [-1, num_heads, tokens, depth])
-        var = tf.reshape(tf.transpose(var, [0, 2, 1, 3]), [-1, tokens, num_heads * depth])
+        var = ops.reshape(x.cov, (-1, num_heads, tokens, depth))
+        var = ops.reshape(ops.transpose(var, (0, 2, 1, 3)), (-1, tokens, num_heads * depth))
         return Moments(mean, var, x.mode)
-    c = tf.reshape(x.cov, [-1, num_heads, tokens, depth, tokens, depth])
-    eye = tf.eye(num_heads, dtype=c.dtype)
+    c = ops.reshape(x.cov, (-1, num_heads, tokens, depth, tokens, depth))
+    eye = ops.eye(num_heads, dtype=c.dtype)
     # Block diagonal over heads (head = block index mod H).
-    c = tf.einsum("bhjdke,hg->bjhdkge", c, eye)
+    c = ops.einsum("bhjdke,hg->bjhdkge", c, eye)
     return Moments(mean, flatten_cov(c, (tokens, num_heads, depth)), x.mode)
 
 
@@ -156,17 +158,17 @@ def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, m
     tokens_k, value_size = k_mean.shape[1], v_mean.shape[2] // num_heads
 
     def heads(t, tokens, size):
-        return None if t is None else tf.reshape(t, [-1, tokens, num_heads, size])
+        return None if t is None else ops.reshape(t, (-1, tokens, num_heads, size))
 
     qm, qv = heads(q_mean, tokens_q, key_size), heads(q_var, tokens_q, key_size)
     km, kv = heads(k_mean, tokens_k, key_size), heads(k_var, tokens_k, key_size)
     vm, vv = heads(v_mean, tokens_k, value_size), heads(v_var, tokens_k, value_size)
 
     def scores_product(a, b):
-        return tf.einsum("bjhd,bthd->bhjt", a, b)
+        return ops.einsum("bjhd,bthd->bhjt", a, b)
 
     def values_product(a, b):
-        return tf.einsum("bhjt,bthd->bjhd", a, b)
+        return ops.einsum("bhjt,bthd->bjhd", a, b)
 
     # As `scaled_dot_product_attention`.
     factor = 1.0 / math.sqrt(key_size)
@@ -175,14 +177,14 @@ def diagonal_attention(q_mean, q_var, k_mean, k_var, v_mean, v_var, num_heads, m
     if scores_var is not None:
         scores_var = scores_var * (factor * factor)
     if mask is not None:
-        mask = tf.broadcast_to(mask, [tf.shape(scores)[0], tokens_q, tokens_k])
-        mask = tf.broadcast_to(mask[:, None], tf.shape(scores))
+        mask = ops.broadcast_to(mask, (ops.shape(scores)[0], tokens_q, tokens_k))
+        mask = ops.broadcast_to(mask[:, None], ops.shape(scores))
     p = masked_softmax(scores, mask)  # [B, H, Jq, Jk]
     p_var = None if scores_var is None else softmax_variance(p, scores_var)
-    mean = tf.reshape(values_product(p, vm), [-1, tokens_q, num_heads * value_size])
+    mean = ops.reshape(values_product(p, vm), (-1, tokens_q, num_heads * value_size))
     var = product_variance(p, p_var, vm, vv, values_product, b_axis=1)
     if var is not None:
-        var = tf.reshape(var, [-1, tokens_q, num_heads * value_size])
+        var = ops.reshape(var, (-1, tokens_q, num_heads * value_size))
     return mean, var, p
 
 
@@ -206,10 +208,11 @@ def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=Non
         ValueError: naming `num_heads`, `q`, `k`, `v` or `mask`.
 
     Example:
-    >>> q = tfp_bnn.moments.Moments(tf.random.normal([1, 3, 4]), tf.fill([1, 3, 4], 0.1))
+    >>> rng = np.random.default_rng(0)
+    >>> q = tfp_bnn.moments.Moments(rng.normal(size=[1, 3, 4]), np.full([1, 3, 4], 0.1))
     >>> out = tfp_bnn.moments.multi_head_attention(q, q, q, num_heads=2)
-    >>> out.mean.shape, out.mode
-    (TensorShape([1, 3, 4]), 'diagonal')
+    >>> tuple(out.mean.shape), out.mode
+    ((1, 3, 4), 'diagonal')
     """
     q, k, v = _check_qkv(q, k, v)
     num_heads = check.integer("num_heads", num_heads)
@@ -226,8 +229,8 @@ def multi_head_attention(q: Moments, k: Moments, v: Moments, num_heads, mask=Non
                                           num_heads, mask)
         return Moments(mean, var, q.mode)
     if mask is not None:
-        mask = tf.broadcast_to(mask, [tf.shape(q.mean)[0]] + batch_shape[1:])
-        mask = tf.reshape(tf.repeat(mask[:, None], num_heads, axis=1), [-1] + batch_shape[1:])
+        mask = ops.broadcast_to(mask, (ops.shape(q.mean)[0], *batch_shape[1:]))
+        mask = ops.reshape(ops.repeat(mask[:, None], num_heads, axis=1), (-1, *batch_shape[1:]))
     heads = scaled_dot_product_attention(
         split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads), mask
     )

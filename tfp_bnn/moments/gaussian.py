@@ -18,13 +18,18 @@ covariance algebra reshapes to [B, J, I, J, I] with static J and I.
 `mode` is a Python string, so a compiled function must not *return* a
 `Moments` (tf.function turns the string into a string tensor, which XLA
 cannot output): return `m.mean, m.cov` and rebuild the tuple outside.
+
+The algebra is `keras.ops`: it runs on the TensorFlow and the JAX backend
+(and compiles under tf.function(jit_compile=True) and jax.jit alike).
 """
 
 import typing
 
+import keras
 import numpy as np
-from tfp_bnn._tf import tf
+from keras import ops
 
+from tfp_bnn import _tf
 from tfp_bnn import _validation as check
 
 MODES = ("diagonal", "full")
@@ -36,12 +41,24 @@ def to_float32(x):
     The moment algebra runs in float32 whatever the caller computes in: a
     float16 activation (mixed precision) is widened, since its variances
     underflow float16 below 6e-8 and the covariance products overflow it
-    past 65504; float64 is narrowed. (`tf.convert_to_tensor(x, tf.float32)`
-    refuses a tensor of another dtype.)
+    past 65504; float64 is narrowed; anything else (a NumPy array, a list)
+    is converted.
     """
-    if tf.is_tensor(x) and x.dtype.is_floating and x.dtype != tf.float32:
-        return tf.cast(x, tf.float32)
-    return tf.convert_to_tensor(x, tf.float32)
+    if ops.is_tensor(x):
+        return x if dtype_of(x) == "float32" else ops.cast(x, "float32")
+    return ops.convert_to_tensor(x, "float32")
+
+
+def dtype_of(x):
+    """The dtype of tensor `x` as Keras names it ("float32", "bool", ...)."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def compatible(shape, expected):
+    """Whether two static shapes (None = unknown) can describe the same tensor."""
+    shape, expected = tuple(shape), tuple(expected)
+    return len(shape) == len(expected) and all(
+        a is None or b is None or a == b for a, b in zip(shape, expected))
 
 
 def vector_or_none(value, name, size):
@@ -49,8 +66,8 @@ def vector_or_none(value, name, size):
     if value is None:
         return None
     value = to_float32(value)
-    if value.shape != (size,):
-        raise ValueError(f"`{name}` must have shape ({size},), got {value.shape}.")
+    if tuple(value.shape) != (size,):
+        raise ValueError(f"`{name}` must have shape ({size},), got {tuple(value.shape)}.")
     return value
 
 
@@ -72,7 +89,7 @@ def check_mode(mode, name="mode"):
     ...
     ValueError: `mode` must be one of ['diagonal', 'full'], got 'dense'.
     """
-    if tf.is_tensor(mode):  # a string tensor would compare equal to its text
+    if _tf.is_tensor(mode):  # a string tensor would compare equal to its text
         raise ValueError(
             f"`{name}` must be one of {list(MODES)}, got a tensor: a Moments was returned "
             "from a tf.function; return `m.mean, m.cov` instead."
@@ -81,9 +98,9 @@ def check_mode(mode, name="mode"):
 
 
 class _MomentsFields(typing.NamedTuple):
-    # Annotations as text: importing this module does not load TensorFlow.
-    mean: "tf.Tensor"
-    cov: "typing.Optional[tf.Tensor]"
+    # Annotations as text: a tensor of the active backend.
+    mean: "typing.Any"
+    cov: "typing.Optional[typing.Any]"
     mode: str
 
 
@@ -103,9 +120,9 @@ class Moments(_MomentsFields):
 
     Example:
 
-    >>> x = Moments.deterministic(tf.ones([2, 3, 4]), mode="full")
-    >>> x.variance().shape
-    TensorShape([2, 3, 4])
+    >>> x = Moments.deterministic(np.ones([2, 3, 4]), mode="full")
+    >>> tuple(x.variance().shape)
+    (2, 3, 4)
     """
 
     __slots__ = ()
@@ -143,10 +160,10 @@ class Moments(_MomentsFields):
             A float32 tensor shaped like `mean` (zeros for a constant).
         """
         if self.cov is None:
-            return tf.zeros_like(self.mean)
+            return ops.zeros_like(self.mean)
         if self.mode == "diagonal":
             return self.cov
-        return tf.reshape(tf.linalg.diag_part(self.cov), tf.shape(self.mean))
+        return ops.reshape(ops.diagonal(self.cov, axis1=-2, axis2=-1), ops.shape(self.mean))
 
     def full_covariance(self):
         """The covariance as [B, N, N] whatever the mode (zeros if None).
@@ -157,10 +174,10 @@ class Moments(_MomentsFields):
         """
         n = self.event_size
         if self.cov is None:
-            return tf.zeros([tf.shape(self.mean)[0], n, n], self.mean.dtype)
+            return ops.zeros((ops.shape(self.mean)[0], n, n), self.mean.dtype)
         if self.mode == "full":
             return self.cov
-        return tf.linalg.diag(tf.reshape(self.cov, [-1, n]))
+        return diagonal_matrix(ops.reshape(self.cov, (-1, n)))
 
     def as_mode(self, mode):
         """The same moments in `mode`; "diagonal" drops every covariance.
@@ -215,22 +232,23 @@ def as_moments(x, name, mode=None, ranks=(2, 3), default_mode=None):
     if mode is not None and x.mode != mode:
         raise ValueError(f"`{name}` has mode {x.mode!r} but mode {mode!r} is required.")
     mean = to_float32(x.mean)
-    if mean.shape.rank not in ranks:
+    if len(mean.shape) not in ranks:
         raise ValueError(
             f"`{name}` must have a mean of rank {' or '.join(map(str, ranks))}, "
-            f"got shape {mean.shape}."
+            f"got shape {tuple(mean.shape)}."
         )
-    if None in mean.shape[1:]:
-        raise ValueError(f"`{name}` needs static non-batch dimensions, got {mean.shape}.")
+    if None in tuple(mean.shape)[1:]:
+        raise ValueError(f"`{name}` needs static non-batch dimensions, got "
+                         f"{tuple(mean.shape)}.")
     cov = x.cov
     if cov is not None:
         cov = to_float32(cov)
         n = int(np.prod(mean.shape[1:]))
-        expected = mean.shape if x.mode == "diagonal" else tf.TensorShape([mean.shape[0], n, n])
-        if not cov.shape.is_compatible_with(expected):
+        expected = tuple(mean.shape) if x.mode == "diagonal" else (mean.shape[0], n, n)
+        if not compatible(cov.shape, expected):
             raise ValueError(
-                f"`{name}` in mode {x.mode!r} with mean {mean.shape} needs a "
-                f"covariance of shape {expected}, got {cov.shape}."
+                f"`{name}` in mode {x.mode!r} with mean {tuple(mean.shape)} needs a "
+                f"covariance of shape {expected}, got {tuple(cov.shape)}."
             )
     return Moments(mean, cov, x.mode)
 
@@ -255,13 +273,13 @@ def as_moments_pair(first, second, names, ranks=(2, 3)):
 
 def unflatten_cov(cov, shape):
     """[B, N, N] -> [B, *shape, *shape] with N = prod(shape)."""
-    return tf.reshape(cov, [-1] + list(shape) + list(shape))
+    return ops.reshape(cov, (-1, *shape, *shape))
 
 
 def flatten_cov(cov, shape):
     """[B, *shape, *shape] -> [B, N, N]; inverse of `unflatten_cov`."""
     n = int(np.prod(shape))
-    return tf.reshape(cov, [-1, n, n])
+    return ops.reshape(cov, (-1, n, n))
 
 
 def add_covariances(*covs):
@@ -269,4 +287,19 @@ def add_covariances(*covs):
     present = [c for c in covs if c is not None]
     if not present:
         return None
-    return tf.add_n(present) if len(present) > 1 else present[0]
+    total = present[0]
+    for cov in present[1:]:  # left to right, as tf.add_n sums
+        total = total + cov
+    return total
+
+
+def diagonal_matrix(diagonal):
+    """[..., n] -> [..., n, n] with `diagonal` on the diagonal, zeros elsewhere."""
+    n = diagonal.shape[-1]
+    return ops.where(ops.eye(n, dtype="bool"), diagonal[..., None], ops.zeros((), diagonal.dtype))
+
+
+def set_diagonal(matrix, diagonal):
+    """`matrix` [..., n, n] with its diagonal replaced by `diagonal` [..., n]."""
+    n = diagonal.shape[-1]
+    return ops.where(ops.eye(n, dtype="bool"), diagonal[..., None], matrix)

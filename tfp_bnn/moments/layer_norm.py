@@ -73,7 +73,7 @@ Diagonal mode takes C diagonal and keeps only Var[z_ji]; it is the
 diagonal of full mode for a diagonal input covariance.
 """
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments
@@ -87,8 +87,8 @@ from tfp_bnn.moments.gaussian import vector_or_none
 def _centred_covariance(x, tokens, width):
     """P C P per token pair as [B, J, I, J, I] (full mode)."""
     c = unflatten_cov(x.cov, (tokens, width))
-    c = c - tf.reduce_mean(c, axis=2, keepdims=True)
-    return c - tf.reduce_mean(c, axis=4, keepdims=True)
+    c = c - ops.mean(c, axis=2, keepdims=True)
+    return c - ops.mean(c, axis=4, keepdims=True)
 
 
 METHODS = ("linearized", "constant")
@@ -96,9 +96,9 @@ METHODS = ("linearized", "constant")
 
 def _project_radial(cu, u, width):
     """Q_j cu Q_k^T with Q_j = I - u_j u_j^T / I, on [B, J, I, J, I]."""
-    left = tf.einsum("bji,bjikl->bjkl", u, cu)
+    left = ops.einsum("bji,bjikl->bjkl", u, cu)
     cu = cu - u[:, :, :, None, None] * left[:, :, None] / width
-    right = tf.einsum("bjikl,bkl->bjik", cu, u)
+    right = ops.einsum("bjikl,bkl->bjik", cu, u)
     return cu - right[..., None] * u[:, None, None] / width
 
 
@@ -112,20 +112,20 @@ def diagonal_layer_norm(m, v, gamma_loc, gamma_var, beta_loc, beta_var, epsilon=
     var None only if `v`, `gamma_var` and `beta_var` are all None.
     """
     width = m.shape[-1]
-    mc = m - tf.reduce_mean(m, axis=-1, keepdims=True)
-    expected_var = tf.reduce_mean(tf.square(mc), axis=-1, keepdims=True)
+    mc = m - ops.mean(m, axis=-1, keepdims=True)
+    expected_var = ops.mean(ops.square(mc), axis=-1, keepdims=True)
     if v is not None:
-        total = tf.reduce_sum(v, axis=-1, keepdims=True)
+        total = ops.sum(v, axis=-1, keepdims=True)
         cc = v * (1.0 - 2.0 / width) + total / width**2  # diag(P C P)
         if propagate_variance:
             # tr(P C P) / I = sum(cc) / I = total (1 - 1/I) / I.
             expected_var = expected_var + total * ((1.0 - 1.0 / width) / width)
         if method == "linearized":
             # sum_l v_l mu_l^k = sum_l v_l mc_l^k / s^k, reduced before s is known.
-            v_mc = tf.reduce_sum(v * mc, axis=-1, keepdims=True)
-            v_mc2 = tf.reduce_sum(v * tf.square(mc), axis=-1, keepdims=True)
+            v_mc = ops.sum(v * mc, axis=-1, keepdims=True)
+            v_mc2 = ops.sum(v * ops.square(mc), axis=-1, keepdims=True)
     s_squared = expected_var + epsilon
-    s = tf.sqrt(s_squared)  # the std, not the variance
+    s = ops.sqrt(s_squared)  # the std, not the variance
     mu = mc / s
     mean = gamma_loc * mu
     if beta_loc is not None:
@@ -138,19 +138,19 @@ def diagonal_layer_norm(m, v, gamma_loc, gamma_var, beta_loc, beta_var, epsilon=
     elif v is not None:
         # diag(A diag(v) A^T), A_il = delta_il - (1 + mu_i mu_l) / I, i.e.
         # A = P - mu mu^T / I (I the width).
-        mu_squared = tf.square(mu)
+        mu_squared = ops.square(mu)
         sums = [total, v_mc / s, v_mc2 / s_squared]
         vu = (v * (1.0 - 2.0 * (1.0 + mu_squared) / width)
               + (sums[0] + 2.0 * mu * sums[1] + mu_squared * sums[2]) / width**2)
         vu = vu / s_squared
     var = None
     if vu is not None:
-        var = vu * tf.square(gamma_loc)
+        var = vu * ops.square(gamma_loc)
     if gamma_var is not None:
-        term = gamma_var * (tf.square(mu) if vu is None else vu + tf.square(mu))
+        term = gamma_var * (ops.square(mu) if vu is None else vu + ops.square(mu))
         var = term if var is None else var + term
     if beta_var is not None:
-        var = (tf.broadcast_to(beta_var, tf.shape(mu)) if var is None else var + beta_var)
+        var = (ops.broadcast_to(beta_var, ops.shape(mu)) if var is None else var + beta_var)
     return mean, var
 
 
@@ -189,46 +189,46 @@ def layer_norm(
         ValueError: naming the argument with a wrong shape or `method`.
 
     Example:
-    >>> x = tfp_bnn.moments.Moments(tf.constant([[1.0, 2.0, 3.0, 4.0]]), tf.fill([1, 4], 0.01))
+    >>> x = tfp_bnn.moments.Moments(np.array([[1.0, 2.0, 3.0, 4.0]]), np.full([1, 4], 0.01))
     >>> z = tfp_bnn.moments.layer_norm(x, None, None, None, None)   # g = 1, no bias
-    >>> z.mean.numpy().round(3)   # (x - 2.5) / sqrt(1.25 + 0.0075 + 1e-3), E[var] with noise
+    >>> np.asarray(z.mean).round(3)   # (x - 2.5) / sqrt(1.25 + 0.0075 + 1e-3), E[var] with noise
     array([[-1.337, -0.446,  0.446,  1.337]], dtype=float32)
     """
     check.one_of("method", method, METHODS)
     x = as_moments(x, "x")
     width = x.mean.shape[-1]
-    tokens = x.mean.shape[1] if x.mean.shape.rank == 3 else 1
+    tokens = x.mean.shape[1] if len(x.mean.shape) == 3 else 1
     gamma_loc = vector_or_none(gamma_loc, "gamma_loc", width)
     gamma_var = vector_or_none(gamma_var, "gamma_var", width)
     beta_loc = vector_or_none(beta_loc, "beta_loc", width)
     beta_var = vector_or_none(beta_var, "beta_var", width)
     if gamma_loc is None:
-        gamma_loc = tf.ones([width], tf.float32)
+        gamma_loc = ops.ones((width,), "float32")
 
     if x.mode == "diagonal":
         mean, var = diagonal_layer_norm(x.mean, x.cov, gamma_loc, gamma_var, beta_loc, beta_var,
                                         epsilon, propagate_variance, method)
         return Moments(mean, var, x.mode)
 
-    m = tf.reshape(x.mean, [-1, tokens, width])
-    mc = m - tf.reduce_mean(m, axis=-1, keepdims=True)
-    expected_var = tf.reduce_mean(tf.square(mc), axis=-1)  # [B, J]
+    m = ops.reshape(x.mean, (-1, tokens, width))
+    mc = m - ops.mean(m, axis=-1, keepdims=True)
+    expected_var = ops.mean(ops.square(mc), axis=-1)  # [B, J]
     cc = None
     if x.cov is not None:
         cc = _centred_covariance(x, tokens, width)
         # tr(P C_jj P): the diagonal of the [J*I, J*I] matrix, per token.
-        diag = tf.reshape(tf.linalg.diag_part(tf.reshape(cc, [-1, tokens * width,
-                                                            tokens * width])),
-                          [-1, tokens, width])
-        trace = tf.reduce_sum(diag, axis=-1)
+        diag = ops.reshape(ops.diagonal(ops.reshape(cc, (-1, tokens * width, tokens * width)),
+                                        axis1=-2, axis2=-1),
+                           (-1, tokens, width))
+        trace = ops.sum(diag, axis=-1)
         if propagate_variance:
             expected_var = expected_var + trace / width
-    s = tf.sqrt(expected_var + epsilon)  # [B, J]; std, not variance
+    s = ops.sqrt(expected_var + epsilon)  # [B, J]; std, not variance
     mu = mc / s[..., None]
     mean = gamma_loc * mu
     if beta_loc is not None:
         mean = mean + beta_loc
-    mean = tf.reshape(mean, tf.shape(x.mean))
+    mean = ops.reshape(mean, ops.shape(x.mean))
     if cc is None and gamma_var is None and beta_var is None:
         return Moments(mean, None, x.mode)
 
@@ -242,14 +242,14 @@ def layer_norm(
             cu = _project_radial(cu, mu, width)
         terms.append(cu * gamma_loc[:, None, None] * gamma_loc)
     if gamma_var is not None:
-        second = tf.einsum("bji,bki->bjki", mu, mu)
+        second = ops.einsum("bji,bki->bjki", mu, mu)
         if cu is not None:
             # Cov[u_ji, u_ki] for every token pair: [B, J, J, I].
-            second = second + tf.linalg.diag_part(tf.transpose(cu, [0, 1, 3, 2, 4]))
+            second = second + ops.diagonal(ops.transpose(cu, (0, 1, 3, 2, 4)), axis1=-2, axis2=-1)
         shared.append(second * gamma_var)
     if beta_var is not None:
-        shared.append(tf.broadcast_to(beta_var, [tf.shape(m)[0], tokens, tokens, width]))
+        shared.append(ops.broadcast_to(beta_var, (ops.shape(m)[0], tokens, tokens, width)))
     if shared:
-        eye = tf.eye(width, dtype=m.dtype)
-        terms.append(tf.einsum("bjki,il->bjikl", add_covariances(*shared), eye))
+        eye = ops.eye(width, dtype=m.dtype)
+        terms.append(ops.einsum("bjki,il->bjikl", add_covariances(*shared), eye))
     return Moments(mean, flatten_cov(add_covariances(*terms), (tokens, width)), x.mode)

@@ -27,19 +27,24 @@ simplifies further).
 import math
 
 import numpy as np
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 
+from tfp_bnn.moments._numerics import cholesky
+from tfp_bnn.moments._numerics import wide_float
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import compatible
+from tfp_bnn.moments.gaussian import set_diagonal
 from tfp_bnn.moments.gaussian import to_float32
 
 
 def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
     """Per-example log N(y; pred.mean, pred.cov + noise_variance I).
 
-    Computed in float64. The jitter is relative: `jitter` times the largest
+    Computed in float64 (in float32 on JAX unless `jax_enable_x64` is set,
+    where a larger `jitter` may be needed). The jitter is relative: `jitter` times the largest
     variance of the example is added to every variance. A float32
     covariance carries relative rounding of ~6e-8 in its entries, which can
     make a singular Sigma indefinite by about that much times its largest
@@ -65,14 +70,15 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
             no noise (the density does not exist).
 
     Example:
-    >>> pred = tfp_bnn.moments.Moments(tf.zeros([1, 2]), tf.ones([1, 2]))
-    >>> tfp_bnn.moments.gaussian_log_likelihood(tf.zeros([1, 2]), pred).numpy().round(4)
+    >>> pred = tfp_bnn.moments.Moments(np.zeros([1, 2]), np.ones([1, 2]))
+    >>> np.asarray(tfp_bnn.moments.gaussian_log_likelihood(np.zeros([1, 2]), pred)).round(4)
     array([-1.8379], dtype=float32)
     """
     pred = as_moments(pred, "pred")
     y = to_float32(y)
-    if not y.shape.is_compatible_with(pred.mean.shape):
-        raise ValueError(f"`y` of shape {y.shape} does not match the prediction {pred.mean.shape}.")
+    if not compatible(y.shape, pred.mean.shape):
+        raise ValueError(f"`y` of shape {tuple(y.shape)} does not match the prediction "
+                         f"{tuple(pred.mean.shape)}.")
     jitter = check.number("jitter", jitter, low=0.0)
     if pred.cov is None and isinstance(noise_variance, (int, float)) and noise_variance <= 0:
         raise ValueError(
@@ -80,30 +86,30 @@ def gaussian_log_likelihood(y, pred: Moments, noise_variance=0.0, jitter=1e-6):
             "a point mass has no density."
         )
     n = pred.event_size
-    f64 = tf.float64
-    residual = tf.reshape(tf.cast(y - pred.mean, f64), [-1, n])
-    noise = tf.broadcast_to(to_float32(noise_variance), tf.shape(pred.mean))
-    noise = tf.reshape(tf.cast(noise, f64), [-1, n])
+    f64 = wide_float()
+    residual = ops.reshape(ops.cast(y - pred.mean, f64), (-1, n))
+    noise = ops.broadcast_to(to_float32(noise_variance), ops.shape(pred.mean))
+    noise = ops.reshape(ops.cast(noise, f64), (-1, n))
 
     if pred.mode == "diagonal":
-        var = tf.reshape(tf.cast(pred.variance(), f64), [-1, n]) + noise
-        return tf.cast(_diagonal_log_density(residual, var, jitter), tf.float32)
-    cov = tf.cast(pred.full_covariance(), f64)
-    diag = tf.linalg.diag_part(cov) + noise
-    diag = diag + jitter * tf.reduce_max(diag, axis=-1, keepdims=True)
-    chol = tf.linalg.cholesky(tf.linalg.set_diag(cov, diag))
-    white = tf.linalg.triangular_solve(chol, residual[..., None], lower=True)
-    quad = tf.reduce_sum(tf.square(white[..., 0]), axis=-1)
-    logdet = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)), axis=-1)
+        var = ops.reshape(ops.cast(pred.variance(), f64), (-1, n)) + noise
+        return ops.cast(_diagonal_log_density(residual, var, jitter), "float32")
+    cov = ops.cast(pred.full_covariance(), f64)
+    diag = ops.diagonal(cov, axis1=-2, axis2=-1) + noise
+    diag = diag + jitter * ops.max(diag, axis=-1, keepdims=True)
+    chol = cholesky(set_diagonal(cov, diag))
+    white = ops.solve_triangular(chol, residual[..., None], lower=True)
+    quad = ops.sum(ops.square(white[..., 0]), axis=-1)
+    logdet = 2.0 * ops.sum(ops.log(ops.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
     const = n * math.log(2.0 * math.pi)
-    return tf.cast(-0.5 * (const + logdet + quad), tf.float32)
+    return ops.cast(-0.5 * (const + logdet + quad), "float32")
 
 
 def _diagonal_log_density(residual, var, jitter):
     """log N(residual; 0, diag(var)) per row of float64 [B, n] tensors, relative jitter."""
-    var = var + jitter * tf.reduce_max(var, axis=-1, keepdims=True)
-    quad = tf.reduce_sum(tf.square(residual) / var, axis=-1)
-    logdet = tf.reduce_sum(tf.math.log(var), axis=-1)
+    var = var + jitter * ops.max(var, axis=-1, keepdims=True)
+    quad = ops.sum(ops.square(residual) / var, axis=-1)
+    logdet = ops.sum(ops.log(var), axis=-1)
     const = residual.shape[-1] * math.log(2.0 * math.pi)
     return -0.5 * (const + logdet + quad)
 
@@ -114,7 +120,8 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
     The diagonal case of `gaussian_log_likelihood` (same value, same
     relative `jitter`) for a prediction given as s = log sigma^2, as
     `tfp_bnn.losses.MomentGaussianNLL(mode="diagonal")` receives it. exp(s)
-    is taken in float64 and the gradient reaches s without passing through
+    is taken in float64 (float32 on JAX unless `jax_enable_x64` is set)
+    and the gradient reaches s without passing through
     a float32 variance: d/dv = 0.5 (r^2 / v^2 - 1 / v) overflows float32 as
     soon as v is small (1.3e43 at v = exp(-50), r = 1, so inf, and inf * v
     for d/ds), while d/ds = 0.5 (1 - r^2 / v) is 2.6e21 there.
@@ -134,22 +141,23 @@ def diagonal_log_likelihood(y, mean, log_variance, jitter=1e-6):
             `mean`'s, or `jitter` if negative.
 
     Example:
-    >>> zeros = tf.zeros([1, 2])
-    >>> tfp_bnn.moments.diagonal_log_likelihood(zeros, zeros, zeros).numpy().round(4)   # -log(2 pi)
+    >>> zeros = np.zeros([1, 2], "float32")
+    >>> log_density = tfp_bnn.moments.diagonal_log_likelihood(zeros, zeros, zeros)
+    >>> np.asarray(log_density).round(4)   # -log(2 pi)
     array([-1.8379], dtype=float32)
     """
     jitter = check.number("jitter", jitter, low=0.0)
-    f64 = tf.float64
-    mean = tf.cast(mean, f64)
+    f64 = wide_float()
+    mean = ops.cast(mean, f64)
     for name, value in (("y", y), ("log_variance", log_variance)):
-        shape = tf.TensorShape(getattr(value, "shape", None))
-        if not shape.is_compatible_with(mean.shape):
-            raise ValueError(f"`{name}` of shape {shape} does not match `mean` of shape "
-                             f"{mean.shape}.")
+        shape = getattr(value, "shape", None)
+        if shape is not None and not compatible(shape, mean.shape):
+            raise ValueError(f"`{name}` of shape {tuple(shape)} does not match `mean` of shape "
+                             f"{tuple(mean.shape)}.")
     n = int(np.prod(mean.shape[1:]))
-    residual = tf.reshape(tf.cast(y, f64) - mean, [-1, n])
-    var = tf.exp(tf.reshape(tf.cast(log_variance, f64), [-1, n]))
-    return tf.cast(_diagonal_log_density(residual, var, jitter), tf.float32)
+    residual = ops.reshape(ops.cast(y, f64) - mean, (-1, n))
+    var = ops.exp(ops.reshape(ops.cast(log_variance, f64), (-1, n)))
+    return ops.cast(_diagonal_log_density(residual, var, jitter), "float32")
 
 
 def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
@@ -168,15 +176,16 @@ def gaussian_kl_to_normal(loc, var, prior_scale=1.0):
             it is not positive.
 
     Example:
-    >>> float(tfp_bnn.moments.gaussian_kl_to_normal(tf.ones([3]), tf.ones([3])))   # 3 * 1 / 2
+    >>> float(tfp_bnn.moments.gaussian_kl_to_normal(np.ones([3]), np.ones([3])))   # 3 * 1 / 2
     1.5
     """
     loc = to_float32(loc)
     var = to_float32(var)
-    if not var.shape.is_compatible_with(loc.shape):
-        raise ValueError(f"`var` of shape {var.shape} does not match `loc` of shape {loc.shape}.")
+    if not compatible(var.shape, loc.shape):
+        raise ValueError(f"`var` of shape {tuple(var.shape)} does not match `loc` of shape "
+                         f"{tuple(loc.shape)}.")
     if isinstance(prior_scale, (int, float)):  # a tensor is taken as it is
         check.positive("prior_scale", prior_scale)
-    prior_var = tf.square(to_float32(prior_scale))
+    prior_var = ops.square(to_float32(prior_scale))
     ratio = var / prior_var
-    return 0.5 * tf.reduce_sum(ratio + tf.square(loc) / prior_var - 1.0 - tf.math.log(ratio))
+    return 0.5 * ops.sum(ratio + ops.square(loc) / prior_var - 1.0 - ops.log(ratio))

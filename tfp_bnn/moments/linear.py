@@ -23,7 +23,7 @@ mode keeps j = k, a = c:
 Both are exact (independence is all they use).
 """
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
@@ -48,17 +48,17 @@ def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, n
         The four values as float32 tensors (or None).
     """
     kernel_loc = to_float32(kernel_loc)
-    if kernel_loc.shape.rank != 2 or kernel_loc.shape[0] != input_size:
+    if len(kernel_loc.shape) != 2 or kernel_loc.shape[0] != input_size:
         raise ValueError(
             f"{name}`kernel_loc` must have shape ({input_size}, units) to match the "
-            f"input width {input_size}, got {kernel_loc.shape}."
+            f"input width {input_size}, got {tuple(kernel_loc.shape)}."
         )
     if kernel_var is not None:
         kernel_var = to_float32(kernel_var)
-        if kernel_var.shape != kernel_loc.shape:
+        if tuple(kernel_var.shape) != tuple(kernel_loc.shape):
             raise ValueError(
                 f"{name}`kernel_var` must have the shape of `kernel_loc` "
-                f"{kernel_loc.shape}, got {kernel_var.shape}."
+                f"{tuple(kernel_loc.shape)}, got {tuple(kernel_var.shape)}."
             )
     units = kernel_loc.shape[1]
     bias_loc = vector_or_none(bias_loc, name + "bias_loc", units)
@@ -66,6 +66,20 @@ def check_dense_params(kernel_loc, kernel_var, bias_loc, bias_var, input_size, n
     if bias_loc is None and bias_var is not None:
         raise ValueError(f"{name}`bias_var` is given but `bias_loc` is None.")
     return kernel_loc, kernel_var, bias_loc, bias_var
+
+
+def times_kernel(x, kernel):
+    """x [..., I] @ kernel [I, O], as one batched product over the leading axes.
+
+    On TensorFlow `keras.ops.matmul` turns a rank-3 by rank-2 product into a
+    tensordot ([B*J, I] @ [I, O]), which rounds differently from TensorFlow's
+    batched product; a batch of one kernel keeps the batched product, so
+    the results are those TensorFlow gave before the moments were in
+    `keras.ops`.
+    """
+    if len(x.shape) > 2:
+        kernel = ops.expand_dims(kernel, 0)
+    return ops.matmul(x, kernel)
 
 
 def diagonal_variance(m, v, kernel_loc, kernel_var, bias_var=None):
@@ -78,13 +92,13 @@ def diagonal_variance(m, v, kernel_loc, kernel_var, bias_var=None):
     """
     terms = []
     if v is not None:
-        square = tf.square(kernel_loc)
-        terms.append(tf.matmul(v, square if kernel_var is None else square + kernel_var))
+        square = ops.square(kernel_loc)
+        terms.append(times_kernel(v, square if kernel_var is None else square + kernel_var))
     if kernel_var is not None:
-        terms.append(tf.matmul(tf.square(m), kernel_var))
+        terms.append(times_kernel(ops.square(m), kernel_var))
     if bias_var is not None:
         if not terms:
-            return tf.broadcast_to(bias_var, tf.concat([tf.shape(m)[:-1], tf.shape(bias_var)], 0))
+            return ops.broadcast_to(bias_var, (*ops.shape(m)[:-1], bias_var.shape[-1]))
         terms.append(bias_var)  # broadcast over the rows
     var = None
     for term in terms:
@@ -111,19 +125,19 @@ def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> M
         ValueError: naming the argument whose shape does not fit.
 
     Example:
-    >>> x = tfp_bnn.moments.Moments.deterministic(tf.ones([1, 2]))
-    >>> y = tfp_bnn.moments.dense(x, kernel_loc=tf.ones([2, 3]), kernel_var=tf.fill([2, 3], 0.1))
-    >>> y.mean.numpy(), y.cov.numpy()   # sum_i x_i M_io, sum_i x_i^2 S_io
+    >>> x = tfp_bnn.moments.Moments.deterministic(np.ones([1, 2]))
+    >>> y = tfp_bnn.moments.dense(x, kernel_loc=np.ones([2, 3]), kernel_var=np.full([2, 3], 0.1))
+    >>> np.asarray(y.mean), np.asarray(y.cov)   # sum_i x_i M_io, sum_i x_i^2 S_io
     (array([[2., 2., 2.]], dtype=float32), array([[0.2, 0.2, 0.2]], dtype=float32))
     """
     x = as_moments(x, "x")
     kernel_loc, kernel_var, bias_loc, bias_var = check_dense_params(
         kernel_loc, kernel_var, bias_loc, bias_var, x.mean.shape[-1]
     )
-    rank = x.mean.shape.rank
+    rank = len(x.mean.shape)
     units = kernel_loc.shape[1]
     m = x.mean
-    mean = tf.matmul(m, kernel_loc)
+    mean = times_kernel(m, kernel_loc)
     if bias_loc is not None:
         mean = mean + bias_loc
     if x.cov is None and kernel_var is None and bias_var is None:
@@ -136,25 +150,25 @@ def dense(x: Moments, kernel_loc, kernel_var, bias_loc=None, bias_var=None) -> M
     # A vector [B, I] is a sequence of one token: the same algebra applies.
     tokens = m.shape[1] if rank == 3 else 1
     width = m.shape[-1]
-    m3 = tf.reshape(m, [-1, tokens, width])
+    m3 = ops.reshape(m, (-1, tokens, width))
     terms = []
     if x.cov is not None:
         c = unflatten_cov(x.cov, (tokens, width))
-        half = tf.einsum("bjikl,lc->bjikc", c, kernel_loc)
-        terms.append(tf.einsum("bjikc,ia->bjakc", half, kernel_loc))
+        half = ops.einsum("bjikl,lc->bjikc", c, kernel_loc)
+        terms.append(ops.einsum("bjikc,ia->bjakc", half, kernel_loc))
     # The weight-noise and bias terms are diagonal in the unit (a = c) but
     # couple every pair of tokens (j, k): collect them as [B, J, J, O].
     shared = []
     if kernel_var is not None:
-        second = tf.einsum("bji,bki->bjki", m3, m3)
+        second = ops.einsum("bji,bki->bjki", m3, m3)
         if x.cov is not None:
-            c_tokens = tf.transpose(unflatten_cov(x.cov, (tokens, width)), [0, 1, 3, 2, 4])
-            second = second + tf.linalg.diag_part(c_tokens)
-        shared.append(tf.einsum("bjki,ia->bjka", second, kernel_var))
+            c_tokens = ops.transpose(unflatten_cov(x.cov, (tokens, width)), (0, 1, 3, 2, 4))
+            second = second + ops.diagonal(c_tokens, axis1=-2, axis2=-1)
+        shared.append(ops.einsum("bjki,ia->bjka", second, kernel_var))
     if bias_var is not None:
-        shared.append(tf.broadcast_to(bias_var, [tf.shape(m)[0], tokens, tokens, units]))
+        shared.append(ops.broadcast_to(bias_var, (ops.shape(m)[0], tokens, tokens, units)))
     if shared:
-        eye = tf.eye(units, dtype=m.dtype)
-        terms.append(tf.einsum("bjka,ac->bjakc", add_covariances(*shared), eye))
+        eye = ops.eye(units, dtype=m.dtype)
+        terms.append(ops.einsum("bjka,ac->bjakc", add_covariances(*shared), eye))
     cov = flatten_cov(add_covariances(*terms), (tokens, units))
     return Moments(mean, cov, x.mode)

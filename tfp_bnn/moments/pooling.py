@@ -7,20 +7,23 @@ their moments are exact: selecting a token keeps that token's block of
 the covariance, averaging applies the averaging matrix on both sides.
 """
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 
 from tfp_bnn.moments.gaussian import Moments
+from tfp_bnn.moments.gaussian import to_float32
 
 
 def _check_sequence(x, name):
     if not isinstance(x, Moments):
         raise ValueError(f"`{name}` must be a tfp_bnn.moments.Moments, got {type(x).__name__}.")
-    if x.mean.shape.rank != 3 or x.mean.shape[1] is None or x.mean.shape[2] is None:
+    x = Moments(to_float32(x.mean), None if x.cov is None else to_float32(x.cov), x.mode)
+    shape = tuple(x.mean.shape)
+    if len(shape) != 3 or shape[1] is None or shape[2] is None:
         raise ValueError(f"`{name}` must hold a [B, J, I] mean with static J and I, "
-                         f"got shape {x.mean.shape}.")
-    return x.mean.shape[1], x.mean.shape[2]
+                         f"got shape {shape}.")
+    return x, shape[1], shape[2]
 
 
 def select_token(x: Moments, index: int = -1) -> Moments:
@@ -34,11 +37,11 @@ def select_token(x: Moments, index: int = -1) -> Moments:
         `Moments` with mean [B, I], in the mode of `x`.
 
     Example:
-    >>> x = Moments(tf.reshape(tf.range(6.0), [1, 3, 2]), tf.ones([1, 3, 2]))
-    >>> select_token(x).mean.numpy()
+    >>> x = Moments(np.arange(6.0).reshape([1, 3, 2]), np.ones([1, 3, 2]))
+    >>> np.asarray(select_token(x).mean)
     array([[4., 5.]], dtype=float32)
     """
-    num_tokens, width = _check_sequence(x, "x")
+    x, num_tokens, width = _check_sequence(x, "x")
     index = check.integer("index", index, minimum=-num_tokens, maximum=num_tokens - 1)
     index %= num_tokens
     mean = x.mean[:, index, :]
@@ -64,16 +67,16 @@ def mean_over_tokens(x: Moments) -> Moments:
         `Moments` with mean [B, I], in the mode of `x`.
 
     Example:
-    >>> x = Moments(tf.reshape(tf.range(6.0), [1, 3, 2]), tf.ones([1, 3, 2]))
+    >>> x = Moments(np.arange(6.0).reshape([1, 3, 2]), np.ones([1, 3, 2]))
     >>> pooled = mean_over_tokens(x)
-    >>> pooled.mean.numpy(), pooled.cov.numpy()   # variances 3 / 3^2
+    >>> np.asarray(pooled.mean), np.asarray(pooled.cov)   # variances 3 / 3^2
     (array([[2., 3.]], dtype=float32), array([[0.33333334, 0.33333334]], dtype=float32))
     """
-    num_tokens, width = _check_sequence(x, "x")
-    mean = tf.reduce_mean(x.mean, axis=1)
+    x, num_tokens, width = _check_sequence(x, "x")
+    mean = ops.mean(x.mean, axis=1)
     if x.cov is None:
         return Moments(mean, None, x.mode)
     if x.mode == "diagonal":
-        return Moments(mean, tf.reduce_sum(x.cov, axis=1) / float(num_tokens ** 2), x.mode)
-    blocks = tf.reshape(x.cov, [-1, num_tokens, width, num_tokens, width])
-    return Moments(mean, tf.reduce_sum(blocks, axis=[1, 3]) / float(num_tokens ** 2), x.mode)
+        return Moments(mean, ops.sum(x.cov, axis=1) / float(num_tokens ** 2), x.mode)
+    blocks = ops.reshape(x.cov, (-1, num_tokens, width, num_tokens, width))
+    return Moments(mean, ops.sum(blocks, axis=(1, 3)) / float(num_tokens ** 2), x.mode)

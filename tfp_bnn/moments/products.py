@@ -29,7 +29,7 @@ Diagonal mode keeps only the variances (all covariances taken as zero):
               = ([ma^2, va] @ [vb; mb^2 + vb])_ik      (one product)
 """
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
@@ -46,19 +46,19 @@ def diagonal_variance(ma, va, mb, vb, product=None, b_axis=-2):
     va @ (mb^2 + vb), evaluated as one product [ma^2, va] @ [vb; mb^2 + vb]
     over the doubled contracted axis when both are random.
     `product(x, y)` is the matrix product (e.g. an einsum over head axes;
-    None for `tf.matmul`),
+    None for `keras.ops.matmul`),
     contracting the last axis of x with axis `b_axis` of y. None if both
     are constants.
     """
-    product = tf.matmul if product is None else product
+    product = ops.matmul if product is None else product
     if va is not None and vb is not None:
-        return product(tf.concat([tf.square(ma), va], axis=-1),
-                       tf.concat([vb, tf.square(mb) + vb], axis=b_axis))
+        return product(ops.concatenate([ops.square(ma), va], axis=-1),
+                       ops.concatenate([vb, ops.square(mb) + vb], axis=b_axis))
     terms = []
     if vb is not None:
-        terms.append(product(tf.square(ma), vb))
+        terms.append(product(ops.square(ma), vb))
     if va is not None:
-        terms.append(product(va, tf.square(mb) if vb is None else tf.square(mb) + vb))
+        terms.append(product(va, ops.square(mb) if vb is None else ops.square(mb) + vb))
     return add_covariances(*terms)
 
 
@@ -78,9 +78,9 @@ def matmul(a: Moments, b: Moments) -> Moments:
             dimensions or modes.
 
     Example:
-    >>> a = tfp_bnn.moments.Moments(tf.ones([1, 1, 2]), tf.fill([1, 1, 2], 0.1))
-    >>> c = tfp_bnn.moments.matmul(a, tf.ones([1, 2, 1]))   # b a constant
-    >>> c.mean.numpy().ravel(), c.cov.numpy().ravel()   # sum_p a_p, sum_p Var[a_p]
+    >>> a = tfp_bnn.moments.Moments(np.ones([1, 1, 2]), np.full([1, 1, 2], 0.1))
+    >>> c = tfp_bnn.moments.matmul(a, np.ones([1, 2, 1]))   # b a constant
+    >>> np.ravel(c.mean), np.ravel(c.cov)   # sum_p a_p, sum_p Var[a_p]
     (array([2.], dtype=float32), array([0.2], dtype=float32))
     """
     a, b = as_moments_pair(a, b, ("a", "b"), ranks=(3,))
@@ -89,11 +89,11 @@ def matmul(a: Moments, b: Moments) -> Moments:
     p_b, q = b.mean.shape[1:]
     if p != p_b:
         raise ValueError(
-            f"`b` has {p_b} rows but `a` has {p} columns (a: {a.mean.shape}, "
-            f"b: {b.mean.shape})."
+            f"`b` has {p_b} rows but `a` has {p} columns (a: {tuple(a.mean.shape)}, "
+            f"b: {tuple(b.mean.shape)})."
         )
     ma, mb = a.mean, b.mean
-    mean = tf.matmul(ma, mb)
+    mean = ops.matmul(ma, mb)
     if a.cov is None and b.cov is None:
         return Moments(mean, None, mode)
     if mode == "diagonal":
@@ -105,13 +105,13 @@ def matmul(a: Moments, b: Moments) -> Moments:
     cb = None if b.cov is None else unflatten_cov(b.cov, (p, q))
     terms = []
     if ca is not None and cb is not None:
-        terms.append(tf.einsum("birjs,brksl->bikjl", ca, cb))
+        terms.append(ops.einsum("birjs,brksl->bikjl", ca, cb))
     if cb is not None:
-        half = tf.einsum("bir,brksl->biksl", ma, cb)
-        terms.append(tf.einsum("bjs,biksl->bikjl", ma, half))
+        half = ops.einsum("bir,brksl->biksl", ma, cb)
+        terms.append(ops.einsum("bjs,biksl->bikjl", ma, half))
     if ca is not None:
-        half = tf.einsum("birjs,brk->bikjs", ca, mb)
-        terms.append(tf.einsum("bikjs,bsl->bikjl", half, mb))
+        half = ops.einsum("birjs,brk->bikjs", ca, mb)
+        terms.append(ops.einsum("bikjs,bsl->bikjl", half, mb))
     return Moments(mean, flatten_cov(add_covariances(*terms), (n, q)), mode)
 
 
@@ -129,18 +129,18 @@ def transpose(m: Moments) -> Moments:
         Moments with mean [B, p, n] and the re-indexed covariance.
 
     Example:
-    >>> m = tfp_bnn.moments.Moments(tf.reshape(tf.range(6.0), [1, 2, 3]), tf.ones([1, 2, 3]))
-    >>> tfp_bnn.moments.transpose(m).mean.numpy()
+    >>> m = tfp_bnn.moments.Moments(np.arange(6.0).reshape([1, 2, 3]), np.ones([1, 2, 3]))
+    >>> np.asarray(tfp_bnn.moments.transpose(m).mean)
     array([[[0., 3.],
             [1., 4.],
             [2., 5.]]], dtype=float32)
     """
     m = as_moments(m, "m", ranks=(3,))
     n, p = m.mean.shape[1:]
-    mean = tf.transpose(m.mean, [0, 2, 1])
+    mean = ops.transpose(m.mean, (0, 2, 1))
     if m.cov is None:
         return Moments(mean, None, m.mode)
     if m.mode == "diagonal":
-        return Moments(mean, tf.transpose(m.cov, [0, 2, 1]), m.mode)
-    cov = tf.transpose(unflatten_cov(m.cov, (n, p)), [0, 2, 1, 4, 3])
+        return Moments(mean, ops.transpose(m.cov, (0, 2, 1)), m.mode)
+    cov = ops.transpose(unflatten_cov(m.cov, (n, p)), (0, 2, 1, 4, 3))
     return Moments(mean, flatten_cov(cov, (p, n)), m.mode)

@@ -34,11 +34,12 @@ relu(m) with zero variance under both methods.
 
 import math
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation as check
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import set_diagonal
 
 METHODS = ("exact", "taylor")
 
@@ -62,29 +63,29 @@ def rectified_gaussian(mean, variance):
     """
     random = variance > 0
     # Decided without forming alpha: m^2 > 400 v <=> |alpha| > 20.
-    saturated = tf.square(mean) > (_SATURATED_ALPHA * _SATURATED_ALPHA) * variance
-    smooth = tf.logical_and(random, tf.logical_not(saturated))
-    # Both branches of every tf.where below see finite inputs (s = 1 where
+    saturated = ops.square(mean) > (_SATURATED_ALPHA * _SATURATED_ALPHA) * variance
+    smooth = ops.logical_and(random, ops.logical_not(saturated))
+    # Both branches of every where() below see finite inputs (s = 1 where
     # the unit is not smooth), so neither sends inf or NaN into the gradient.
-    s = tf.sqrt(tf.where(smooth, variance, tf.ones_like(variance)))
-    alpha = tf.where(smooth, mean, tf.zeros_like(mean)) / s
+    s = ops.sqrt(ops.where(smooth, variance, ops.ones_like(variance)))
+    alpha = ops.where(smooth, mean, ops.zeros_like(mean)) / s
     # One erfc: the smaller tail Phi(-|alpha|) directly, the larger one as
     # 1 - tail (>= 1/2, no cancellation); upper = Phi(-alpha), not 1 - cdf.
-    tail = 0.5 * tf.math.erfc(tf.abs(alpha) / math.sqrt(2.0))
+    tail = 0.5 * ops.erfc(ops.abs(alpha) / math.sqrt(2.0))
     positive = alpha >= 0
-    cdf = tf.where(positive, 1.0 - tail, tail)
-    upper = tf.where(positive, tail, 1.0 - tail)
-    pdf = tf.exp(-0.5 * tf.square(alpha)) / math.sqrt(2.0 * math.pi)
+    cdf = ops.where(positive, 1.0 - tail, tail)
+    upper = ops.where(positive, tail, 1.0 - tail)
+    pdf = ops.exp(-0.5 * ops.square(alpha)) / math.sqrt(2.0 * math.pi)
     t = alpha * cdf + pdf
     gap = pdf - alpha * upper  # t - alpha
     # Rounding can leave a hair below the Stein bound Phi^2 (and below 0).
-    var_ratio = tf.maximum(cdf - t * gap, tf.square(cdf))
-    step = tf.cast(mean > 0, mean.dtype)
-    out_mean = tf.where(smooth, s * t, tf.nn.relu(mean))
+    var_ratio = ops.maximum(cdf - t * gap, ops.square(cdf))
+    step = ops.cast(mean > 0, mean.dtype)
+    out_mean = ops.where(smooth, s * t, ops.relu(mean))
     # variance * step: the |alpha| -> inf limit of variance * var_ratio.
-    limit_var = tf.where(random, variance * step, tf.zeros_like(variance))
-    out_var = tf.where(smooth, variance * var_ratio, limit_var)
-    slope = tf.where(smooth, cdf, step)
+    limit_var = ops.where(random, variance * step, ops.zeros_like(variance))
+    out_var = ops.where(smooth, variance * var_ratio, limit_var)
+    slope = ops.where(smooth, cdf, step)
     return out_mean, out_var, slope
 
 
@@ -103,7 +104,7 @@ def relu(x: Moments, method="exact") -> Moments:
         ValueError: naming `method` if it is not one of `METHODS`.
 
     Example:
-    >>> x = tfp_bnn.moments.Moments(tf.zeros([1, 1]), tf.ones([1, 1]))   # N(0, 1)
+    >>> x = tfp_bnn.moments.Moments(np.zeros([1, 1]), np.ones([1, 1]))   # N(0, 1)
     >>> y = tfp_bnn.moments.relu(x)   # 1 / sqrt(2 pi), 1/2 - 1 / (2 pi)
     >>> float(y.mean[0, 0]), float(y.cov[0, 0])
     (0.398942..., 0.340845...)
@@ -111,17 +112,17 @@ def relu(x: Moments, method="exact") -> Moments:
     check.one_of("method", method, METHODS)
     x = as_moments(x, "x")
     if x.cov is None:
-        return Moments(tf.nn.relu(x.mean), None, x.mode)
+        return Moments(ops.relu(x.mean), None, x.mode)
     variance = x.variance()
     if method == "taylor":
-        mean = tf.nn.relu(x.mean)
-        slope = tf.cast(x.mean > 0, x.mean.dtype)
+        mean = ops.relu(x.mean)
+        slope = ops.cast(x.mean > 0, x.mean.dtype)
         var = variance * slope
     else:
         mean, var, slope = rectified_gaussian(x.mean, variance)
     if x.mode == "diagonal":
         return Moments(mean, var, x.mode)
-    slope = tf.reshape(slope, [-1, x.event_size])
+    slope = ops.reshape(slope, (-1, x.event_size))
     cov = x.cov * slope[:, :, None] * slope[:, None, :]
-    cov = tf.linalg.set_diag(cov, tf.reshape(var, [-1, x.event_size]))
+    cov = set_diagonal(cov, ops.reshape(var, (-1, x.event_size)))
     return Moments(mean, cov, x.mode)

@@ -58,12 +58,13 @@ part, and Cov[x + y] = Cov[y] + C + L C + C L^T >= (L + I) C (L + I)^T.
 
 import math
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import add_covariances
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import as_moments_pair
+from tfp_bnn.moments.gaussian import compatible
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import to_float32
 from tfp_bnn.moments.gaussian import unflatten_cov
@@ -81,10 +82,10 @@ def bounded_cross(cross, var_x, var_y):
     Within the bound the value is unchanged.
     """
     if var_x is None or var_y is None:
-        return tf.zeros_like(cross)
+        return ops.zeros_like(cross)
     # maximum() keeps the gradient finite where one branch is a constant.
-    limit = tf.sqrt(tf.maximum(var_x * var_y, 1e-30))
-    return tf.clip_by_value(cross, -limit, limit)
+    limit = ops.sqrt(ops.maximum(var_x * var_y, 1e-30))
+    return ops.clip(cross, -limit, limit)
 
 
 def add(x: Moments, y: Moments, cross=None) -> Moments:
@@ -107,33 +108,34 @@ def add(x: Moments, y: Moments, cross=None) -> Moments:
             `cross` if its shape is wrong.
 
     Example:
-    >>> x = tfp_bnn.moments.Moments(tf.ones([1, 2]), tf.fill([1, 2], 0.5))
-    >>> y = tfp_bnn.moments.Moments(tf.ones([1, 2]), tf.fill([1, 2], 0.25))
+    >>> x = tfp_bnn.moments.Moments(np.ones([1, 2]), np.full([1, 2], 0.5))
+    >>> y = tfp_bnn.moments.Moments(np.ones([1, 2]), np.full([1, 2], 0.25))
     >>> z = tfp_bnn.moments.add(x, y)   # independent: the variances add
-    >>> z.mean.numpy(), z.cov.numpy()
+    >>> np.asarray(z.mean), np.asarray(z.cov)
     (array([[2., 2.]], dtype=float32), array([[0.75, 0.75]], dtype=float32))
     """
     x, y = as_moments_pair(x, y, ("x", "y"))
-    if not x.mean.shape.is_compatible_with(y.mean.shape):
+    if not compatible(x.mean.shape, y.mean.shape):
         raise ValueError(
-            f"`x` of shape {x.mean.shape} and `y` of shape {y.mean.shape} must "
+            f"`x` of shape {tuple(x.mean.shape)} and `y` of shape {tuple(y.mean.shape)} must "
             "have the same shape."
         )
     mean = x.mean + y.mean
     cov = add_covariances(x.cov, y.cov)
     if cross is not None:
         cross = to_float32(cross)
-        expected = (x.mean.shape if x.mode == "diagonal"
-                    else tf.TensorShape([x.mean.shape[0], x.event_size, x.event_size]))
-        if not cross.shape.is_compatible_with(expected):
+        expected = (tuple(x.mean.shape) if x.mode == "diagonal"
+                    else (x.mean.shape[0], x.event_size, x.event_size))
+        if not compatible(cross.shape, expected):
             raise ValueError(
-                f"`cross` must have shape {expected} in mode {x.mode!r}, got {cross.shape}."
+                f"`cross` must have shape {expected} in mode {x.mode!r}, got "
+                f"{tuple(cross.shape)}."
             )
         if x.mode == "diagonal":
             both = 2.0 * bounded_cross(cross, x.variance() if x.cov is not None else None,
                                        y.variance() if y.cov is not None else None)
         else:
-            both = cross + tf.linalg.matrix_transpose(cross)
+            both = cross + ops.transpose(cross, (0, 2, 1))
         cov = add_covariances(cov, both)
     return Moments(mean, cov, x.mode)
 
@@ -156,15 +158,15 @@ def feed_forward_cross_covariance(z: Moments, slope, kernel1_loc, kernel2_loc):
     if z.cov is None:
         return None
     width = z.mean.shape[-1]
-    tokens = z.mean.shape[1] if z.mean.shape.rank == 3 else 1
-    slope = tf.reshape(to_float32(slope), [-1, tokens, kernel1_loc.shape[1]])
+    tokens = z.mean.shape[1] if len(z.mean.shape) == 3 else 1
+    slope = ops.reshape(to_float32(slope), (-1, tokens, kernel1_loc.shape[1]))
     if z.mode == "diagonal":
-        paired = tf.transpose(kernel1_loc) * kernel2_loc  # [F, I]: M1[i, k] M2[k, i]
-        gain = tf.einsum("bjk,ki->bji", slope, paired)
-        return z.cov * tf.reshape(gain, tf.shape(z.mean))
-    maps = tf.einsum("ik,bjk,ka->bjai", kernel1_loc, slope, kernel2_loc)  # L_j [B, J, I, I]
+        paired = ops.transpose(kernel1_loc) * kernel2_loc  # [F, I]: M1[i, k] M2[k, i]
+        gain = ops.einsum("bjk,ki->bji", slope, paired)
+        return z.cov * ops.reshape(gain, ops.shape(z.mean))
+    maps = ops.einsum("ik,bjk,ka->bjai", kernel1_loc, slope, kernel2_loc)  # L_j [B, J, I, I]
     c = unflatten_cov(z.cov, (tokens, width))
-    return flatten_cov(tf.einsum("bjai,bjikl->bjakl", maps, c), (tokens, width))
+    return flatten_cov(ops.einsum("bjai,bjikl->bjakl", maps, c), (tokens, width))
 
 
 def diagonal_value_correlations(x_var, p, value_kernel, output_kernel, num_heads):
@@ -185,20 +187,21 @@ def diagonal_value_correlations(x_var, p, value_kernel, output_kernel, num_heads
     """
     width = x_var.shape[-1]
     value_dim = value_kernel.shape[-1] // num_heads
-    w_v = tf.reshape(value_kernel, [width, num_heads, value_dim])
-    w_o = tf.reshape(output_kernel, [num_heads, value_dim, width])
-    maps = tf.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
-    cross = x_var * tf.einsum("bhj,hi->bji", tf.linalg.diag_part(p), tf.linalg.diag_part(maps))
+    w_v = ops.reshape(value_kernel, (width, num_heads, value_dim))
+    w_o = ops.reshape(output_kernel, (num_heads, value_dim, width))
+    maps = ops.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
+    cross = x_var * ops.einsum("bhj,hi->bji", ops.diagonal(p, axis1=-2, axis2=-1),
+                               ops.diagonal(maps, axis1=-2, axis2=-1))
     if num_heads == 1:
         return cross, None
     # sum_{h != g} sum_{l,i} p_hjl p_gjl v_li T_hoi T_goi; the summand is
     # symmetric in (h, g), so twice the sum over the P = H (H - 1) / 2 pairs
     # h < g, in two steps (memory B P J (J + I), not B P J^2 I^2).
     pairs = [(h, g) for h in range(num_heads) for g in range(h + 1, num_heads)]
-    weights = tf.stack([p[:, h] * p[:, g] for h, g in pairs], axis=1)  # [B, P, J, J]
-    products = tf.stack([maps[h] * maps[g] for h, g in pairs])  # [P, I_out, I_in]
-    weighted = tf.einsum("bnjl,bli->bnji", weights, x_var)
-    heads = 2.0 * tf.einsum("bnji,noi->bjo", weighted, products)
+    weights = ops.stack([p[:, h] * p[:, g] for h, g in pairs], axis=1)  # [B, P, J, J]
+    products = ops.stack([maps[h] * maps[g] for h, g in pairs])  # [P, I_out, I_in]
+    weighted = ops.einsum("bnjl,bli->bnji", weights, x_var)
+    heads = 2.0 * ops.einsum("bnji,noi->bjo", weighted, products)
     return cross, heads
 
 
@@ -232,30 +235,32 @@ def attention_value_correlations(x: Moments, q_mean, k_mean, value_kernel, outpu
     tokens, width = x.mean.shape[1:]
     key_dim = q_mean.shape[-1] // num_heads
     value_dim = value_kernel.shape[-1] // num_heads
-    q = tf.reshape(q_mean, [-1, tokens, num_heads, key_dim])
-    k = tf.reshape(k_mean, [-1, tokens, num_heads, key_dim])
-    scores = tf.einsum("bjhd,bthd->bhjt", q, k) / math.sqrt(key_dim)
+    q = ops.reshape(q_mean, (-1, tokens, num_heads, key_dim))
+    k = ops.reshape(k_mean, (-1, tokens, num_heads, key_dim))
+    scores = ops.einsum("bjhd,bthd->bhjt", q, k) / math.sqrt(key_dim)
     if mask is not None:
-        mask = tf.broadcast_to(mask, [tf.shape(scores)[0], tokens, tokens])
-        mask = tf.broadcast_to(mask[:, None], tf.shape(scores))
+        mask = ops.broadcast_to(mask, (ops.shape(scores)[0], tokens, tokens))
+        mask = ops.broadcast_to(mask[:, None], ops.shape(scores))
     p = masked_softmax(scores, mask)  # [B, H, J, T]
     if x.mode == "diagonal":
         cross, heads = diagonal_value_correlations(x.cov, p, value_kernel, output_kernel,
                                                    num_heads)
-        return cross, tf.zeros_like(cross) if heads is None else heads
-    w_v = tf.reshape(value_kernel, [width, num_heads, value_dim])
-    w_o = tf.reshape(output_kernel, [num_heads, value_dim, width])
-    maps = tf.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
+        return cross, ops.zeros_like(cross) if heads is None else heads
+    w_v = ops.reshape(value_kernel, (width, num_heads, value_dim))
+    w_o = ops.reshape(output_kernel, (num_heads, value_dim, width))
+    maps = ops.einsum("ihd,hdo->hoi", w_v, w_o)  # T_h = (W_v,h W_o,h)^T: [H, I_out, I_in]
 
     def right(half, g):  # half L_g^T, (L_g)_{nc,km} = p_gnk (T_g)_cm
-        return tf.einsum("cm,bjokm->bjokc", maps[g], tf.einsum("bnk,bjokm->bjonm", p[:, g], half))
+        return ops.einsum("cm,bjokm->bjokc", maps[g],
+                          ops.einsum("bnk,bjokm->bjonm", p[:, g], half))
 
     c = unflatten_cov(x.cov, (tokens, width))
     # L_h C per head, one at a time (H static; no [B, H, J, I, J, I] tensor),
     # and sum_{h != g} L_h C L_g^T = (L C) L^T - sum_h (L_h C) L_h^T.
     cross, own = 0.0, 0.0
     for h in range(num_heads):
-        half = tf.einsum("oi,bjikm->bjokm", maps[h], tf.einsum("bjl,blikm->bjikm", p[:, h], c))
+        half = ops.einsum("oi,bjikm->bjokm", maps[h],
+                          ops.einsum("bjl,blikm->bjikm", p[:, h], c))
         cross += half
         own += right(half, h)
     heads = -own

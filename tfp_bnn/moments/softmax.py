@@ -19,28 +19,38 @@ it gets probability 0 everywhere (and variance 0) rather than NaN, so the
 attention output at such a query is the zero vector.
 """
 
-from tfp_bnn._tf import tf
+import numpy as np
+from keras import ops
 
+from tfp_bnn.moments._numerics import sum_of_others
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
+from tfp_bnn.moments.gaussian import diagonal_matrix
+from tfp_bnn.moments.gaussian import dtype_of
 from tfp_bnn.moments.gaussian import flatten_cov
 from tfp_bnn.moments.gaussian import unflatten_cov
+
+
+def _broadcasts(shape, target):
+    """Whether a static `shape` (None = unknown) broadcasts to `target` without
+    growing its rank."""
+    if len(shape) > len(target):
+        return False
+    return all(a is None or b is None or a == b or a == 1 or b == 1
+               for a, b in zip(reversed(shape), reversed(target)))
 
 
 def check_mask(mask, shape, name="mask"):
     """`mask` as a bool tensor broadcast to `shape`; ValueError naming `name`."""
     if mask is None:
         return None
-    mask = tf.convert_to_tensor(mask)
-    if mask.dtype != tf.bool:
-        raise ValueError(f"`{name}` must be boolean (True = attend), got dtype {mask.dtype}.")
-    try:
-        static = tf.broadcast_static_shape(mask.shape, tf.TensorShape(shape))
-    except ValueError:
-        static = None
-    if static is None or static.rank != len(shape):
+    mask = ops.convert_to_tensor(mask)
+    if dtype_of(mask) != "bool":
+        raise ValueError(f"`{name}` must be boolean (True = attend), got dtype "
+                         f"{dtype_of(mask)}.")
+    if not _broadcasts(tuple(mask.shape), tuple(shape)):
         raise ValueError(
-            f"`{name}` of shape {mask.shape} does not broadcast to {list(shape)}."
+            f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {list(shape)}."
         )
     return mask
 
@@ -59,16 +69,16 @@ def diagonal_variance(p, v):
     float64 its error is ~ q * 1e-16 of the row total, so it keeps float32
     precision unless it is below ~ q * 2e-9 of the total (measured cheaper
     under XLA than a product with 1 - I or a cumulative sum, which are
-    exact).
+    exact). Where the backend has no float64 (JAX without x64) the sum over
+    j != i comes from cumulative sums instead (`_numerics.sum_of_others`).
 
     Args:
         p: [..., q], the softmax of the mean logits (0 where masked).
         v: [..., q], the variances of the logits.
     """
-    p_squared = tf.square(p)
-    own = tf.cast(p_squared * v, tf.float64)  # exact
-    others = tf.cast(tf.reduce_sum(own, axis=-1, keepdims=True) - own, p.dtype)
-    return tf.square(p - p * p) * v + p_squared * others
+    p_squared = ops.square(p)
+    others = sum_of_others(p_squared * v)
+    return ops.square(p - p * p) * v + p_squared * others
 
 
 def masked_softmax(logits, mask=None):
@@ -80,10 +90,11 @@ def masked_softmax(logits, mask=None):
     0/0 = NaN.
     """
     if mask is None:
-        return tf.nn.softmax(logits, axis=-1)
-    logits = tf.where(mask, logits, tf.fill(tf.shape(logits), logits.dtype.min))
-    p = tf.nn.softmax(logits, axis=-1)
-    return tf.where(mask, p, tf.zeros_like(p))
+        return ops.softmax(logits, axis=-1)
+    lowest = ops.convert_to_tensor(np.finfo(dtype_of(logits)).min, dtype_of(logits))
+    logits = ops.where(mask, logits, lowest)
+    p = ops.softmax(logits, axis=-1)
+    return ops.where(mask, p, ops.zeros_like(p))
 
 
 def softmax(x: Moments, mask=None) -> Moments:
@@ -102,15 +113,15 @@ def softmax(x: Moments, mask=None) -> Moments:
         ValueError: naming `x` or `mask` for bad shapes or dtypes.
 
     Example:
-    >>> p = tfp_bnn.moments.softmax(tfp_bnn.moments.Moments(tf.zeros([1, 1, 2]), tf.ones([1, 1, 2])))
-    >>> p.mean.numpy()   # symmetric logits: 1/2 each
+    >>> p = tfp_bnn.moments.softmax(tfp_bnn.moments.Moments(np.zeros([1, 1, 2]), np.ones([1, 1, 2])))
+    >>> np.asarray(p.mean)   # symmetric logits: 1/2 each
     array([[[0.5, 0.5]]], dtype=float32)
     """
     x = as_moments(x, "x", ranks=(3,))
     n, q = x.mean.shape[1:]
     mask = check_mask(mask, x.mean.shape)
     if mask is not None:
-        mask = tf.broadcast_to(mask, tf.shape(x.mean))
+        mask = ops.broadcast_to(mask, ops.shape(x.mean))
     p = masked_softmax(x.mean, mask)
     if x.cov is None:
         return Moments(p, None, x.mode)
@@ -118,8 +129,8 @@ def softmax(x: Moments, mask=None) -> Moments:
     if x.mode == "diagonal":
         return Moments(p, diagonal_variance(p, x.cov), x.mode)
     # J_a = diag(p_a) - p_a p_a^T, per row: [B, n, q, q], the softmax Jacobian.
-    jac = tf.linalg.diag(p) - tf.einsum("bai,baj->baij", p, p)
+    jac = diagonal_matrix(p) - ops.einsum("bai,baj->baij", p, p)
     c = unflatten_cov(x.cov, (n, q))
-    half = tf.einsum("baij,bajcl->baicl", jac, c)
-    cov = tf.einsum("baicl,bckl->baick", half, jac)
+    half = ops.einsum("baij,bajcl->baicl", jac, c)
+    cov = ops.einsum("baicl,bckl->baick", half, jac)
     return Moments(p, flatten_cov(cov, (n, q)), x.mode)

@@ -30,7 +30,8 @@ float32 rounding (tests/integration/test_moments_diagonal_reference.py) and is a
 twice as fast under XLA.
 """
 
-from tfp_bnn._tf import tf
+import keras
+from keras import ops
 
 from tfp_bnn import _validation as check
 
@@ -46,6 +47,7 @@ from tfp_bnn.moments.layer_norm import layer_norm
 from tfp_bnn.moments.linear import check_dense_params
 from tfp_bnn.moments.linear import dense
 from tfp_bnn.moments.linear import diagonal_variance as dense_variance
+from tfp_bnn.moments.linear import times_kernel
 from tfp_bnn.moments.memory import check_full_covariance
 from tfp_bnn.moments.relu import METHODS as RELU_METHODS
 from tfp_bnn.moments.relu import rectified_gaussian
@@ -101,10 +103,10 @@ def _check_params(params, width, num_heads, key_dim, value_dim):
             value = params[key][index]
             if value is not None:
                 value = to_float32(value)
-                if value.shape != (width,):
+                if tuple(value.shape) != (width,):
                     raise ValueError(
                         f"`params['{key}']` {part} must have shape ({width},), "
-                        f"got {value.shape}."
+                        f"got {tuple(value.shape)}."
                     )
             parts.append(value)
         checked[key] = tuple(parts)
@@ -122,13 +124,13 @@ def _concat_columns(parts, sizes):
     """The vectors or kernels `parts` side by side (None: zeros); None if all are None."""
     if all(part is None for part in parts):
         return None
-    return tf.concat([tf.zeros(size, tf.float32) if part is None else part
-                      for part, size in zip(parts, sizes)], axis=-1)
+    return ops.concatenate([ops.zeros(size, "float32") if part is None else part
+                            for part, size in zip(parts, sizes)], axis=-1)
 
 
 def _dense_diagonal(mean, var, kernel_loc, kernel_var, bias_loc, bias_var):
     """`dense` in diagonal mode on plain tensors (var None: a constant)."""
-    out = tf.matmul(mean, kernel_loc)
+    out = times_kernel(mean, kernel_loc)
     if bias_loc is not None:
         out = out + bias_loc
     return out, dense_variance(mean, var, kernel_loc, kernel_var, bias_var)
@@ -151,12 +153,12 @@ def _diagonal_block(x, params, num_heads, mask, epsilon, relu, layer_norm_method
     m, v = x.mean, x.cov
     width = m.shape[-1]
     keys = ("query", "key", "value")
-    shapes = [params[key][0].shape for key in keys]
+    shapes = [tuple(params[key][0].shape) for key in keys]
     units = [shape[1] for shape in shapes]
-    with tf.name_scope("qkv"):
+    with keras.name_scope("qkv"):
         qkv_mean, qkv_var = _dense_diagonal(
             m, v,
-            tf.concat([params[key][0] for key in keys], axis=1),
+            ops.concatenate([params[key][0] for key in keys], axis=1),
             _concat_columns([params[key][1] for key in keys], shapes),
             _concat_columns([params[key][2] for key in keys], [[n] for n in units]),
             _concat_columns([params[key][3] for key in keys], [[n] for n in units]))
@@ -164,11 +166,11 @@ def _diagonal_block(x, params, num_heads, mask, epsilon, relu, layer_norm_method
     for start, stop in ((0, units[0]), (units[0], units[0] + units[1]),
                         (units[0] + units[1], sum(units))):
         parts += [qkv_mean[..., start:stop], None if qkv_var is None else qkv_var[..., start:stop]]
-    with tf.name_scope("attention"):
+    with keras.name_scope("attention"):
         heads_mean, heads_var, weights = diagonal_attention(*parts, num_heads, mask)
-    with tf.name_scope("output"):
+    with keras.name_scope("output"):
         a_mean, a_var = _dense_diagonal(heads_mean, heads_var, *params["output"])
-    with tf.name_scope("residual1"):
+    with keras.name_scope("residual1"):
         cross = None
         if residual_covariance and v is not None:
             cross, between_heads = diagonal_value_correlations(
@@ -180,34 +182,34 @@ def _diagonal_block(x, params, num_heads, mask, epsilon, relu, layer_norm_method
 
     def norm(mean, var, gamma_loc, gamma_var, beta_loc, beta_var):
         if gamma_loc is None:
-            gamma_loc = tf.ones([width], tf.float32)
+            gamma_loc = ops.ones((width,), "float32")
         return diagonal_layer_norm(mean, var, gamma_loc, gamma_var, beta_loc, beta_var,
                                    epsilon, True, layer_norm_method)
 
-    with tf.name_scope("norm1"):
+    with keras.name_scope("norm1"):
         z_mean, z_var = norm(a_mean + m, total_var, *params["norm1"])
-    with tf.name_scope("ffn1"):
+    with keras.name_scope("ffn1"):
         pre_mean, pre_var = _dense_diagonal(z_mean, z_var, *params["ffn1"])
-    with tf.name_scope("relu"):
+    with keras.name_scope("relu"):
         if pre_var is None:
-            hidden_mean, hidden_var = tf.nn.relu(pre_mean), None
-            slope = tf.cast(pre_mean > 0, pre_mean.dtype)
+            hidden_mean, hidden_var = ops.relu(pre_mean), None
+            slope = ops.cast(pre_mean > 0, pre_mean.dtype)
         elif relu == "exact":
             hidden_mean, hidden_var, slope = rectified_gaussian(pre_mean, pre_var)
         else:
-            hidden_mean = tf.nn.relu(pre_mean)
-            slope = tf.cast(pre_mean > 0, pre_mean.dtype)
+            hidden_mean = ops.relu(pre_mean)
+            slope = ops.cast(pre_mean > 0, pre_mean.dtype)
             hidden_var = pre_var * slope
-    with tf.name_scope("ffn2"):
+    with keras.name_scope("ffn2"):
         y_mean, y_var = _dense_diagonal(hidden_mean, hidden_var, *params["ffn2"])
-    with tf.name_scope("residual2"):
+    with keras.name_scope("residual2"):
         total_var = _plus(y_var, z_var)
         if residual_covariance and z_var is not None:
             # `feed_forward_cross_covariance`, diagonal mode.
-            paired = tf.transpose(params["ffn1"][0]) * params["ffn2"][0]  # M1[i, k] M2[k, i]
-            total_var = total_var + 2.0 * bounded_cross(z_var * tf.matmul(slope, paired),
+            paired = ops.transpose(params["ffn1"][0]) * params["ffn2"][0]  # M1[i, k] M2[k, i]
+            total_var = total_var + 2.0 * bounded_cross(z_var * times_kernel(slope, paired),
                                                         y_var, z_var)
-    with tf.name_scope("norm2"):
+    with keras.name_scope("norm2"):
         return norm(y_mean + z_mean, total_var, *params["norm2"])
 
 
@@ -266,12 +268,12 @@ def transformer_block(
 
     Example:
     >>> block = tfp_bnn.layers.BayesianTransformerBlock(num_heads=2, ff_dim=8, kl_weight=1e-3)
-    >>> x = tf.random.normal([2, 3, 4])
+    >>> x = np.random.default_rng(0).normal(size=[2, 3, 4]).astype("float32")
     >>> _ = block(x)   # builds the weights
     >>> out = tfp_bnn.moments.transformer_block(x, block.moment_parameters(), num_heads=2,
     ...                                         key_dim=2)
-    >>> out.mean.shape, out.cov.shape   # mode "diagonal": one variance per output
-    (TensorShape([2, 3, 4]), TensorShape([2, 3, 4]))
+    >>> tuple(out.mean.shape), tuple(out.cov.shape)   # mode "diagonal": one variance per output
+    ((2, 3, 4), (2, 3, 4))
     """
     check_mode(mode)
     check.one_of("relu", relu, RELU_METHODS)
@@ -314,7 +316,7 @@ def transformer_block(
         if relu == "exact":
             slope = rectified_gaussian(pre.mean, pre.variance())[2]
         else:
-            slope = tf.cast(pre.mean > 0, pre.mean.dtype)
+            slope = ops.cast(pre.mean > 0, pre.mean.dtype)
         cross = feed_forward_cross_covariance(z, slope, params["ffn1"][0], params["ffn2"][0])
     return layer_norm(add(y, z, cross), *params["norm2"], epsilon=epsilon,
                       method=layer_norm_method)

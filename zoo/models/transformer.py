@@ -26,7 +26,7 @@ propagated covariance plus noise.
 """
 
 import keras
-from tfp_bnn._tf import tf
+from keras import ops
 
 import tfp_bnn
 from tfp_bnn import _validation as check
@@ -113,32 +113,32 @@ class TokenTransformerRegressor(keras.Model):
     # token embedding, noise and moment path stay float32 (the outputs and
     # the Gaussian likelihood are float32), so read them as such.
     def _tokens(self, inputs):
-        values = tf.reshape(tf.cast(inputs, "float32"), [-1, self.num_tokens, 1])
-        return (values * tf.cast(self.token_scale, "float32")
-                + tf.cast(self.token_shift, "float32"))
+        values = ops.reshape(ops.cast(inputs, "float32"), (-1, self.num_tokens, 1))
+        return (values * ops.cast(self.token_scale, "float32")
+                + ops.cast(self.token_shift, "float32"))
 
     def _log_noise(self):
-        return tf.cast(self.log_noise, "float32")
+        return ops.cast(self.log_noise, "float32")
 
     def _noise(self, batch):
-        return tf.fill([batch, self.horizon], self._log_noise())
+        return ops.broadcast_to(self._log_noise(), (batch, self.horizon))
 
     def call(self, inputs, training=None):
         tokens = self._tokens(inputs)
-        batch = tf.shape(tokens)[0]
+        batch = ops.shape(tokens)[0]
         if self.training_path == "mc":
             hidden = self.block(tokens, training=training)
-            pooled = hidden[:, -1] if self.pooling == "last" else tf.reduce_mean(hidden, axis=1)
-            mean = tf.cast(self.head(pooled, training=training), "float32")
-            return tf.concat([mean, self._noise(batch)], -1)
+            pooled = hidden[:, -1] if self.pooling == "last" else ops.mean(hidden, axis=1)
+            mean = ops.cast(self.head(pooled, training=training), "float32")
+            return ops.concatenate([mean, self._noise(batch)], -1)
         head = self.propagate(tokens)
         for layer in tfp_bnn.bayesian_layers(self):
             self.add_loss(layer.kl_penalty(batch))
-        noise = tf.exp(self._log_noise())
+        noise = ops.exp(self._log_noise())
         if self.mode == "diagonal":
-            return tf.concat([head.mean, tf.math.log(head.variance() + noise)], axis=-1)
-        cov = head.full_covariance() + noise * tf.eye(self.horizon)
-        return tf.concat([head.mean, tf.reshape(cov, [-1, self.horizon ** 2])], axis=-1)
+            return ops.concatenate([head.mean, ops.log(head.variance() + noise)], axis=-1)
+        cov = head.full_covariance() + noise * ops.eye(self.horizon)
+        return ops.concatenate([head.mean, ops.reshape(cov, (-1, self.horizon ** 2))], axis=-1)
 
     def propagate(self, tokens):
         """Moments of the H head outputs ([B, H] mean), without sampling or noise."""

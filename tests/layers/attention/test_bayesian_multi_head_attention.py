@@ -144,6 +144,7 @@ def test_mean_mode_equals_keras_multi_head_attention(case):
         rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.jax
 def test_masked_keys_get_zero_attention_while_sampling():
     x = _normal((4, 5, 6), 0)
     mask = np.random.default_rng(1).uniform(size=(4, 5, 5)) < 0.5

@@ -9,7 +9,7 @@ passed through to the sublayers (with the messages `BayesianLayer` gives),
 derives the sublayers' seeds and holds the training-only dropout.
 """
 
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _validation
 from tfp_bnn import noise
@@ -74,8 +74,8 @@ def dropout(inputs, rate, seed_generator, training):
     """
     if not training or rate == 0:
         return inputs
-    uniform = noise.uniform(tf.shape(inputs), noise.next_seed(seed_generator))
-    keep = tf.cast(uniform >= rate, inputs.dtype) / tf.cast(1.0 - rate, inputs.dtype)
+    uniform = noise.uniform(noise.shape_of(inputs), noise.next_seed(seed_generator))
+    keep = ops.cast(uniform >= rate, inputs.dtype) / ops.cast(1.0 - rate, inputs.dtype)
     return inputs * keep
 
 

@@ -3,7 +3,6 @@
 import math
 
 import keras
-from tfp_bnn._tf import tf
 from keras import ops
 
 from tfp_bnn import _keras_internals
@@ -66,7 +65,8 @@ def masked_softmax(scores, mask):
     """
     if mask is None:
         return ops.softmax(scores, axis=-1)
-    large_negative = -3e4 if scores.dtype == tf.float16 else -1e9
+    float16 = keras.backend.standardize_dtype(scores.dtype) == "float16"
+    large_negative = -3e4 if float16 else -1e9
     scores = ops.where(mask, scores, ops.cast(large_negative, scores.dtype))
     return ops.where(mask, ops.softmax(scores, axis=-1), ops.cast(0.0, scores.dtype))
 
@@ -148,8 +148,8 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
     Example:
     >>> mha = BayesianMultiHeadAttention(num_heads=2, key_dim=4, kl_weight=1 / 1000)
     >>> x = keras.ops.ones((3, 5, 8))
-    >>> mha(x, x).shape
-    TensorShape([3, 5, 8])
+    >>> tuple(mha(x, x).shape)
+    (3, 5, 8)
     """
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
@@ -229,8 +229,7 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
 
     def _split_heads(self, x, size):
         """[B, T, H*size] -> [B, T, H, size], head h = columns h*size:(h+1)*size."""
-        shape = tf.shape(x)
-        return tf.reshape(x, tf.concat([shape[:2], [self.num_heads, size]], axis=0))
+        return ops.reshape(x, (*ops.shape(x)[:2], self.num_heads, size))
 
     def _merged_mask(self, query, value, attention_mask, use_causal_mask, query_mask=None,
                      value_mask=None, key_mask=None):
@@ -251,14 +250,14 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
             if padding is not None:
                 masks.append(ops.cast(padding, "bool")[:, None, :])
         if use_causal_mask:
-            rows = tf.range(tf.shape(query)[1])[:, None]
-            cols = tf.range(tf.shape(value)[1])[None, :]
+            rows = ops.arange(ops.shape(query)[1])[:, None]
+            cols = ops.arange(ops.shape(value)[1])[None, :]
             masks.append((rows >= cols)[None])
         if not masks:
             return None
         mask = masks[0]
         for other in masks[1:]:
-            mask = tf.logical_and(mask, other)
+            mask = ops.logical_and(mask, other)
         return mask[:, None]
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -289,8 +288,8 @@ class BayesianMultiHeadAttention(keras.layers.Layer):
         probabilities = ops.cast(masked_softmax(scores, mask), v.dtype)
         dropped = _composite.dropout(probabilities, self.dropout, self.seed_generator, training)
         context = ops.einsum("bhts,bshd->bthd", dropped, v)
-        shape = tf.shape(context)
-        context = tf.reshape(context, tf.concat([shape[:2], [self.num_heads * self.value_dim]], 0))
+        context = ops.reshape(context, (*ops.shape(context)[:2],
+                                        self.num_heads * self.value_dim))
         outputs = self.output_dense(context, training=training)
         if query_mask is not None:
             _keras_internals.set_keras_mask(outputs, query_mask)

@@ -2,7 +2,7 @@
 
 
 import keras
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation
@@ -72,8 +72,8 @@ class BayesianTransformerBlock(keras.layers.Layer):
 
     Example:
     >>> block = BayesianTransformerBlock(num_heads=2, ff_dim=16, kl_weight=1 / 1000)
-    >>> block(keras.ops.ones((4, 6, 8))).shape
-    TensorShape([4, 6, 8])
+    >>> tuple(block(keras.ops.ones((4, 6, 8))).shape)
+    (4, 6, 8)
     """
 
     def __init__(self, num_heads, ff_dim, key_dim=None, value_dim=None, dropout=0.0,
@@ -160,7 +160,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
              mask=None):
         if mask is None:  # Keras fills `mask` only when `inputs` is the one tensor argument
             mask = _keras_internals.get_keras_mask(inputs)
-        inputs = tf.convert_to_tensor(inputs)
+        inputs = ops.convert_to_tensor(inputs)
         self._check_input_shape(inputs.shape)
         # The padding mask enters the attention as query and key mask, as
         # the inputs' own mask would enter a keras.layers.MultiHeadAttention.
@@ -168,7 +168,7 @@ class BayesianTransformerBlock(keras.layers.Layer):
                                   attention_mask=attention_mask, training=training,
                                   use_causal_mask=use_causal_mask)
         attended = _composite.dropout(attended, self.dropout, self.seed_generator, training)
-        z = self.norm1(inputs + tf.cast(attended, inputs.dtype), training=training)
+        z = self.norm1(inputs + ops.cast(attended, inputs.dtype), training=training)
         y = self.ffn2(self.ffn1(z, training=training), training=training)
         y = _composite.dropout(y, self.dropout, self.seed_generator, training)
         return self.norm2(z + y, training=training)

@@ -1,0 +1,58 @@
+"""The few operations of `tfp_bnn.moments` whose form depends on the backend.
+
+Everything else in the package is `keras.ops`. Here:
+
+- `wide_float`: float64 where the backend computes in it (TensorFlow
+  always; JAX only with `jax_enable_x64`, else an array asked for float64
+  silently stays float32, with a warning), else float32.
+- `sum_of_others`: sum_{j != i} x_j along the last axis for x >= 0 without
+  the cancellation of total - x_i: in float64 where there is one, else
+  from exclusive cumulative sums (no difference is taken).
+- `cholesky`: TensorFlow's kernel on TensorFlow, which returns NaN for an
+  indefinite matrix as XLA does; `keras.ops.cholesky` there adds a
+  `check_numerics` that raises inside a compiled step.
+"""
+
+import keras
+from keras import ops
+
+from tfp_bnn import _backend
+from tfp_bnn._tf import tf
+
+
+def wide_float():
+    """"float64" if the backend computes in it, else "float32"."""
+    if not _backend.is_jax():
+        return "float64"
+    import jax  # noqa: PLC0415 - the active backend
+
+    return "float64" if jax.config.jax_enable_x64 else "float32"
+
+
+def sum_of_others(values):
+    """sum_{j != i} values_j along the last axis, for non-negative `values`.
+
+    Returned in the dtype of `values`. In float64 the row total minus the own
+    term keeps float32 precision (see `tfp_bnn.moments.softmax`); without
+    float64 (JAX by default) the sum before i plus the sum after i, two
+    exclusive cumulative sums of non-negative terms, is accurate to float32
+    rounding relative to itself.
+    """
+    dtype = keras.backend.standardize_dtype(values.dtype)
+    if wide_float() == "float64":
+        own = ops.cast(values, "float64")
+        return ops.cast(ops.sum(own, axis=-1, keepdims=True) - own, dtype)
+    return _exclusive_cumsum(values) + ops.flip(_exclusive_cumsum(ops.flip(values, -1)), -1)
+
+
+def _exclusive_cumsum(values):
+    """sum_{j < i} values_j along the last axis: the partial sums, shifted by one."""
+    partial = ops.cumsum(values, axis=-1)[..., :-1]
+    return ops.concatenate([ops.zeros_like(values[..., :1]), partial], axis=-1)
+
+
+def cholesky(matrix):
+    """The lower Cholesky factor of a batch of matrices; NaN where not positive definite."""
+    if _backend.is_jax():
+        return ops.cholesky(matrix)
+    return tf.linalg.cholesky(matrix)
