@@ -243,7 +243,7 @@ def _mean(values):
 
 def _draw_shape(components, nodes):
     """The shape [rows, nodes] of a site's noise: one Shape op on TensorFlow
-    (the batch may be dynamic), the static tuple that `jax.random` takes on JAX."""
+    (the batch may be dynamic), the static tuple JAX draws take."""
     if _backend.is_jax():
         return (components.shape[0], nodes)
     return tf.stack([tf.shape(components)[0], nodes])
