@@ -35,20 +35,23 @@ PROGRAM = textwrap.dedent("""
     model = keras.Sequential([
         keras.Input((5,)),
         tfp_bnn.layers.DenseFlipout(8, activation="relu", seed=1),
-        tfp_bnn.layers.DenseReparameterization(1, seed=2),
+        tfp_bnn.layers.DenseReparameterization(1, posterior="flow", seed=2),
     ])
     model.compile("adam", "mse")
     history = model.fit(x, y, epochs=2, batch_size=16, verbose=0,
                         callbacks=[tfp_bnn.callbacks.KLScheduler(num_examples=64)])
     prediction = tfp_bnn.predict.regression(model, x, num_samples=4, output="mean",
                                             noise_variance=0.01)
+    head = keras.Sequential([keras.Input((5,)), tfp_bnn.layers.DenseFlipout(2, seed=3),
+                             tfp_bnn.layers.IndependentNormal(1)])
+    log_likelihood = tfp_bnn.predict.distribution(head, x, num_samples=4).log_likelihood(y)
     path = os.path.join(sys.argv[1], "model.keras")
     model.save(path)
     loaded = tfp_bnn.load_model(path)
     with tfp_bnn.mean_mode(model), tfp_bnn.mean_mode(loaded):
         same = np.allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
-    print(keras.backend.backend(), sorted(history.history), prediction.mean.shape, same,
-          "tensorflow" in sys.modules)
+    print(keras.backend.backend(), sorted(history.history), prediction.mean.shape,
+          log_likelihood.shape, same, "tensorflow" in sys.modules)
 """)
 
 
@@ -59,7 +62,7 @@ def test_the_core_runs_on_jax_where_tensorflow_cannot_be_imported(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[-2] == (
-        "jax ['data_loss', 'kl', 'kl_weight', 'loss'] (64, 1) True False")
+        "jax ['data_loss', 'kl', 'kl_weight', 'loss'] (64, 1) (64,) True False")
 
 
 def test_tensorflow_loads_on_first_use_and_tensors_are_recognised():

@@ -42,17 +42,9 @@ def regression_terms(outputs, output, num_samples=None, dtype="float64"):
     `num_samples` is S), read through its mean and variance (None if it has none).
     """
     if output == "distribution":
-        try:
-            means = per_sample(outputs.mean(), num_samples, dtype)
-        except NotImplementedError:
-            raise ValueError(
-                f"The model's output distribution ({type(outputs).__name__}) has no mean; for "
-                "class labels use tfp_bnn.predict.classification.") from None
-        try:
-            variances = per_sample(outputs.variance(), num_samples, dtype)
-        except NotImplementedError:
-            variances = None
-        return means, variances
+        means, variances = distribution_moments(outputs)
+        return (per_sample(means, num_samples, dtype),
+                None if variances is None else per_sample(variances, num_samples, dtype))
     outputs = tf.cast(outputs, dtype)
     if output == "mean":
         return outputs, None
@@ -63,6 +55,24 @@ def regression_terms(outputs, output, num_samples=None, dtype="float64"):
                          "per sample.")
     means, log_variances = tf.split(outputs, 2, axis=-1)
     return means, tf.exp(log_variances)
+
+
+def distribution_moments(distribution):
+    """(mean, variance) of an output distribution, the variance None if it has none.
+
+    Raises:
+        ValueError: if it has no mean (a classifier's: see `class_log_probs`).
+    """
+    try:
+        mean = distribution.mean()
+    except NotImplementedError:
+        raise ValueError(
+            f"The model's output distribution ({type(distribution).__name__}) has no mean; "
+            "for class labels use tfp_bnn.predict.classification.") from None
+    try:
+        return mean, distribution.variance()
+    except NotImplementedError:
+        return mean, None
 
 
 def class_log_probs(outputs, output, num_samples=None, dtype="float64"):

@@ -104,6 +104,14 @@ def zero_seed():
     return tf.zeros([2], tf.int32)
 
 
+def seed_pair(first, second):
+    """The constant seed pair (first, second) of TFP's stateless sampling (`sample(seed=)`):
+    int32 on TensorFlow, a JAX PRNG key (uint32 pair) on JAX."""
+    if _backend.is_jax():
+        return _jax_key(np.array([first, second], np.uint32))
+    return tf.constant([first, second], tf.int32)
+
+
 def _jax_key(seed):
     """A raw JAX PRNG key (uint32 pair) from Keras' seed state (or any int pair)."""
     return keras.ops.cast(seed, "uint32")

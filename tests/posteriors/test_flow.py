@@ -129,7 +129,7 @@ def test_length_zero_mc_kl_averages_to_the_closed_form():
 
 
 def test_mean_mode_uses_the_flow_image_of_loc():
-    layer = _layer(FlowPosterior(STEPS, length=3, sylvester_rank=3))
+    layer = _layer(FlowPosterior(STEPS + ["batch_norm"], length=4, sylvester_rank=3))
     x = np.random.default_rng(2).normal(size=(4, IN)).astype("float32")
     tfp_bnn.set_mean_mode(layer, True)
     out = layer(x).numpy()
@@ -138,6 +138,41 @@ def test_mean_mode_uses_the_flow_image_of_loc():
     assert np.abs(image.numpy() - loc).max() > 0.1  # not the identity
     expected = x @ image.numpy().reshape(IN, OUT) + layer.bias.numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.jax
+def test_trains_in_fit_round_trips_a_keras_file_and_predicts(tmp_path):
+    """Compiled training steps (XLA on JAX) reach every flow parameter, the file keeps
+    them, and the loaded layer's mean is the flow layer's own image of loc."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(32, IN)).astype("float32")
+    y = (x @ rng.normal(size=(IN, 1))).astype("float32")
+    posterior = FlowPosterior(["planar", "sylvester", "batch_norm"], length=3, sylvester_rank=2)
+    model = keras.Sequential([keras.Input((IN,)), DenseReparameterization(
+        1, posterior=posterior, kl_weight=1 / 32, seed=1)])
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    before = [v.numpy() for v in model.layers[0].kernel_flow.trainable_variables]
+    history = model.fit(x, y, epochs=2, batch_size=32, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    after = model.layers[0].kernel_flow.trainable_variables
+    assert all(np.any(v.numpy() != b) for v, b in zip(after, before))
+    path = str(tmp_path / "flow.keras")
+    model.save(path)
+    loaded = tfp_bnn.load_model(path)
+    for a, b in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    layer = loaded.layers[0]
+    for var in layer.kernel_flow.trainable_variables:  # far from the identity
+        var.assign(var.numpy() + 0.7 * rng.normal(size=var.shape).astype("float32"))
+    loc = layer.kernel_params[0].numpy().reshape(1, -1)
+    image, _ = layer.kernel_flow(loc)
+    assert np.abs(np.asarray(image) - loc).max() > 0.1
+    with tfp_bnn.mean_mode(loaded):
+        np.testing.assert_allclose(np.asarray(loaded(x)), x @ np.asarray(image).reshape(IN, 1)
+                                   + layer.bias.numpy(), rtol=1e-5, atol=1e-5)
+    draws = tfp_bnn.predict.sample(loaded, x, num_samples=4)
+    assert draws.shape == (4, 32, 1) and np.all(np.isfinite(draws))
+    assert draws.std(axis=0).min() > 0
 
 
 def test_predictive_samples_follow_the_posterior():

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from tfp_bnn._substrate import tfd
 from tfp_bnn.predict import _chunk_math
 
 pytestmark = pytest.mark.jax
@@ -42,6 +43,28 @@ def test_class_log_probs_of_every_kind(output):
               "log_probabilities": expected}[output]
     np.testing.assert_allclose(_chunk_math.class_log_probs(values, output), expected,
                                rtol=1e-12, atol=1e-14)
+
+
+def test_distribution_terms_are_per_sample_means_and_variances():
+    loc = RNG.normal(size=(2 * 3, 1)).astype(np.float32)  # S = 2 samples of B = 3 points
+    normal = tfd.Independent(tfd.Normal(loc, np.float32(0.5)), 1)
+    means, variances = _chunk_math.distribution_terms(normal, 2)
+    np.testing.assert_array_equal(np.asarray(means), loc.reshape(2, 3, 1).astype(np.float64))
+    np.testing.assert_allclose(np.asarray(variances), 0.25, rtol=1e-7)
+    assert np.asarray(means).dtype == np.float64
+
+
+@pytest.mark.parametrize("family", ["categorical", "bernoulli"])
+def test_distribution_class_log_probs(family):
+    logits = RNG.normal(scale=3.0, size=(2 * 4, 3 if family == "categorical" else 1))
+    if family == "categorical":
+        distribution, expected = tfd.Categorical(logits=logits.astype(np.float32)), logits
+    else:  # classes [0, 1]: logits [0, l]
+        distribution = tfd.Independent(tfd.Bernoulli(logits=logits.astype(np.float32)), 1)
+        expected = np.concatenate([np.zeros_like(logits), logits], -1)
+    expected = _log_softmax(expected.astype(np.float32).astype(np.float64)).reshape(2, 4, -1)
+    np.testing.assert_allclose(_chunk_math.distribution_class_log_probs(distribution, 2),
+                               expected, rtol=1e-12, atol=1e-12)
 
 
 def test_extreme_logits_and_zero_probabilities_stay_exact():

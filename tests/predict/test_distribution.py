@@ -5,15 +5,14 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
-import tensorflow_probability as tfp
 
 import tfp_bnn
 from tfp_bnn import layers
+from tfp_bnn._substrate import tfd as substrate_tfd
+from tfp_bnn.distributions import value_of
 from tfp_bnn.predict import DistributionPrediction
 from tfp_bnn.predict import RegressionPrediction
 
-tfd = tfp.distributions
 T = 40
 
 
@@ -36,6 +35,7 @@ def normal_model():
     return model
 
 
+@pytest.mark.jax
 def test_normal_head_equals_the_gaussian_mixture(normal_model):
     """For a Normal family the exact predictive is RegressionPrediction's mixture."""
     x = _x()
@@ -59,7 +59,7 @@ def test_same_draws_as_the_values_of_the_head(normal_model):
                                    layers.IndependentNormal(1, convert_to_tensor_fn="mean")])
     with tfp_bnn.mean_mode(normal_model):
         pred = tfp_bnn.predict.distribution(normal_model, x, num_samples=3)
-        np.testing.assert_allclose(pred.sample_means[0], mean_model(x), rtol=1e-6)
+        np.testing.assert_allclose(pred.sample_means[0], value_of(mean_model(x)), rtol=1e-6)
     np.testing.assert_allclose(pred.epistemic_variance, 0.0, atol=1e-12)
 
 
@@ -83,32 +83,66 @@ def test_interval_of_a_non_normal_family_from_draws():
     pred = tfp_bnn.predict.distribution(model, x, num_samples=4)
     lower, upper = pred.interval(0.8)
     dist = tfp_bnn.distributions.distribution_of(model(x))
-    exact_upper = dist.distribution.quantile(0.9).numpy()
+    exact_upper = np.asarray(dist.distribution.quantile(0.9))
     # 4000 draws: the 0.9 quantile's standard error is sqrt(0.9 * 0.1 / 4000) / f(q),
     # with the logistic density f(q) = 0.09 / s at that quantile.
-    scale = dist.distribution.scale.numpy()
+    scale = np.asarray(dist.distribution.scale)
     se = math.sqrt(0.09 / 4000) / (0.09 / scale)
     assert np.all(np.abs(upper - exact_upper) < 5 * se)
-    assert np.all(np.abs(lower - dist.distribution.quantile(0.1).numpy()) < 5 * se)
+    assert np.all(np.abs(lower - np.asarray(dist.distribution.quantile(0.1))) < 5 * se)
 
 
+def _softmax(logits):
+    logits = np.asarray(logits, np.float64)
+    exp = np.exp(logits - logits.max(-1, keepdims=True))
+    return exp / exp.sum(-1, keepdims=True)
+
+
+@pytest.mark.jax
 def test_categorical_head_in_classification():
     model = _model(layers.Categorical(4), 4, bayesian=False)
     x = _x(10)
     pred = tfp_bnn.predict.classification(model, x, num_samples=3)  # output="auto"
     logits = model.layers[0](x)
-    np.testing.assert_allclose(pred.probs, tf.nn.softmax(logits), rtol=1e-5)
+    np.testing.assert_allclose(pred.probs, _softmax(logits), rtol=1e-5)
     np.testing.assert_allclose(pred.mutual_information, 0.0, atol=1e-6)
 
 
-def test_one_hot_and_bernoulli_heads_in_classification():
-    for head, width in ((layers.OneHotCategorical(3), 3), (layers.IndependentBernoulli(1), 1)):
-        model = _model(head, width, bayesian=False)
-        pred = tfp_bnn.predict.classification(model, _x(6), num_samples=2)
-        logits = np.asarray(model.layers[0](_x(6)), np.float64)
-        if width == 1:
-            logits = np.concatenate([np.zeros_like(logits), logits], -1)
-        np.testing.assert_allclose(pred.probs, tf.nn.softmax(logits), rtol=1e-6)
+@pytest.mark.parametrize("head, width", [
+    pytest.param(layers.OneHotCategorical(3), 3, id="one_hot"),
+    pytest.param(layers.IndependentBernoulli(1), 1, id="bernoulli", marks=pytest.mark.jax)])
+def test_one_hot_and_bernoulli_heads_in_classification(head, width):
+    model = _model(head, width, bayesian=False)
+    pred = tfp_bnn.predict.classification(model, _x(6), num_samples=2)
+    logits = np.asarray(model.layers[0](_x(6)), np.float64)
+    if width == 1:
+        logits = np.concatenate([np.zeros_like(logits), logits], -1)
+    np.testing.assert_allclose(pred.probs, _softmax(logits), rtol=1e-6)
+
+
+@pytest.mark.jax
+def test_a_parameter_every_sample_shares_keeps_its_axes():
+    """A constant scale (one value for every sample and point) next to a sampled loc:
+    on JAX the samples of a call are mapped, and the shared scale must not be stacked
+    against the loc's axes. A Logistic: its interval comes from seeded draws."""
+    model = keras.Sequential([
+        layers.DenseFlipout(2, kernel_initializer="random_normal", seed=5),
+        layers.DistributionLambda(
+            lambda t: substrate_tfd.Independent(substrate_tfd.Logistic(t, 0.5), 1))])
+    x, y = _x(5), np.random.default_rng(2).normal(size=(5, 2))
+    model(x)  # built on concrete inputs
+    pred = tfp_bnn.predict.distribution(model, x, num_samples=6, samples_per_call=3)
+    np.testing.assert_allclose(pred.sample_variances, (math.pi * 0.5) ** 2 / 3, rtol=1e-6)
+    assert np.all(pred.epistemic_variance > 0)
+    # log p(y | w_t): the two outputs' logistic log-densities, summed.
+    z = (y - pred.sample_means) / 0.5
+    log_p = (-z - 2 * np.log1p(np.exp(-z)) - math.log(0.5)).sum(-1)
+    np.testing.assert_allclose(pred.sample_log_prob(y), log_p, rtol=1e-5)
+    # From 4,000 draws per point: the mixture's CDF there is 1/4 and 3/4 within
+    # 5 standard errors of a quantile's coverage, 5 sqrt(1/4 3/4 / 4000) = 0.034.
+    for bound, level in zip(pred.interval(0.5), (0.25, 0.75)):
+        cdf = np.mean(1 / (1 + np.exp(-(bound - pred.sample_means) / 0.5)), axis=0)
+        assert np.all(np.abs(cdf - level) < 0.034), (cdf, level)
 
 
 def test_softmax_outputs_are_not_read_as_logits():

@@ -1,5 +1,7 @@
 """The Keras layer that owns the parameters of a chain of flows."""
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
@@ -19,6 +21,19 @@ FLOWS = ("planar", "radial", "sylvester", "batch_norm")
 # Sylvester steps use min(D, this) Householder columns unless told otherwise:
 # Q costs O(D M^2) per call and M * D parameters.
 DEFAULT_SYLVESTER_RANK = 16
+
+# The trainable parameters of each kind of step, in the order `build` creates
+# them; a "batch_norm" step also has its moving "moving_mean" and
+# "moving_variance" (not trained).
+STEP_PARAMETERS = {
+    "planar": ("w", "u", "b"),
+    "radial": ("z0", "alpha_raw", "beta_raw"),
+    "sylvester": ("householder", "r_raw", "r_tilde_raw", "b"),
+    "batch_norm": ("log_scale", "shift"),
+}
+
+# Added to the variance of a "batch_norm" step.
+DEFAULT_EPSILON = 1e-3
 
 # Spread of the random part of the initial values: every step starts close to
 # (not exactly at) the identity, so that every parameter gets a gradient at
@@ -54,6 +69,48 @@ def flow_names(flows, length=None):
     if length > 0 and not flows:
         raise ValueError(f"`flows` is empty but `length`={length}: no step to repeat.")
     return [flows[k % len(flows)] for k in range(length)]
+
+
+def step_bijector(name, value, epsilon=DEFAULT_EPSILON):
+    """The bijector of one step of kind `name` from its parameter values.
+
+    Args:
+        name: a name from `FLOWS`.
+        value: dict from the names in `STEP_PARAMETERS[name]` to tensors
+            (for "batch_norm" also "moving_mean" and "moving_variance", the
+            statistics to normalise with).
+        epsilon: added to a batch-norm step's variance.
+
+    Returns:
+        A `Planar`, `Radial`, `Sylvester` or `BatchNormFlow`.
+    """
+    if name == "planar":
+        return Planar(value["w"], value["u"], value["b"])
+    if name == "radial":
+        return Radial(value["z0"], value["alpha_raw"], value["beta_raw"])
+    if name == "sylvester":
+        return Sylvester(value["householder"], value["r_raw"], value["r_tilde_raw"], value["b"])
+    return BatchNormFlow(value["moving_mean"], value["moving_variance"], value["log_scale"],
+                         value["shift"], epsilon=epsilon)
+
+
+def forward(bijector_of, num_steps, z):
+    """z_K and sum_k log|det J_k|, [...] for z [..., D], through `num_steps` steps.
+
+    Args:
+        bijector_of: function (k, z_k) -> the bijector of step k at its input z_k.
+        num_steps: K.
+        z: the input z_0.
+
+    Returns:
+        `(z_K, log_det)`.
+    """
+    log_det = ops.zeros(ops.shape(z)[:-1], z.dtype)
+    for k in range(num_steps):
+        step = bijector_of(k, z)
+        log_det = log_det + step.forward_log_det_jacobian(z, event_ndims=1)
+        z = step.forward(z)
+    return z, log_det
 
 
 class _PlanarUInitializer(keras.initializers.Initializer):
@@ -131,7 +188,7 @@ class NormalizingFlow(keras.layers.Layer):
     """
 
     def __init__(self, flows="planar", length=None, sylvester_rank=None, momentum=0.99,
-                 epsilon=1e-3, seed=None, **kwargs):
+                 epsilon=DEFAULT_EPSILON, seed=None, **kwargs):
         names = flow_names(flows, length)
         sylvester_rank = check.integer("sylvester_rank", sylvester_rank, allow_none=True)
         momentum = check.number("momentum", momentum, low=0.0, high=1.0, high_open=True)
@@ -224,20 +281,12 @@ class NormalizingFlow(keras.layers.Layer):
         name, params = self.step_names[k], self.steps[k]
         dtype = self.compute_dtype
         value = {key: ops.cast(var.value, dtype) for key, var in params.items()}
-        if name == "planar":
-            return Planar(value["w"], value["u"], value["b"])
-        if name == "radial":
-            return Radial(value["z0"], value["alpha_raw"], value["beta_raw"])
-        if name == "sylvester":
-            return Sylvester(value["householder"], value["r_raw"], value["r_tilde_raw"],
-                             value["b"])
-        mean, variance = value["moving_mean"], value["moving_variance"]
-        if training:
+        if name == "batch_norm" and training:
             axes = list(range(len(z.shape) - 1))
             mean, variance = _common.moments(z, axes)
             self._update_moving(params, mean, variance)
-        return BatchNormFlow(mean, variance, value["log_scale"], value["shift"],
-                             epsilon=self.epsilon)
+            value["moving_mean"], value["moving_variance"] = mean, variance
+        return step_bijector(name, value, self.epsilon)
 
     def _update_moving(self, params, mean, variance):
         decay = 1.0 - self.momentum
@@ -274,12 +323,8 @@ class NormalizingFlow(keras.layers.Layer):
         return tfb.Chain(list(reversed(steps)), name="normalizing_flow")
 
     def call(self, z, training=None):
-        log_det = ops.zeros(ops.shape(z)[:-1], z.dtype)
-        for k in range(len(self.step_names)):
-            step = self._step_bijector(k, z, bool(training))
-            log_det = log_det + step.forward_log_det_jacobian(z, event_ndims=1)
-            z = step.forward(z)
-        return z, log_det
+        return forward(functools.partial(self._step_bijector, training=bool(training)),
+                       len(self.step_names), z)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape), tuple(input_shape[:-1])

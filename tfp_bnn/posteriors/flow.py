@@ -5,31 +5,29 @@ Registered in `tfp_bnn.posteriors` as "flow" and importable from there.
 
 import collections
 import math
-import weakref
 
 import keras
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
+from keras import ops
 
 from tfp_bnn import _validation as check
+from tfp_bnn import _variables
 from tfp_bnn import noise
+from tfp_bnn._substrate import tfp
 from tfp_bnn.flows import normalizing_flow as flows_lib
-from tfp_bnn.posteriors.mean_field import MeanFieldNormal
 from tfp_bnn.posteriors.base import Posterior
 from tfp_bnn.posteriors.base import PosteriorDraw
+from tfp_bnn.posteriors.mean_field import MeanFieldNormal
 
 tfd = tfp.distributions
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
-# The flow of each FlowPosterior's weight tensor, by id of its `loc` variable.
-# A posterior's parameters must be variables only (layers take gradients with
-# respect to them), and Keras rebuilds the tuple that `build` returns, so the
-# flow cannot travel with it; the layer holds it (as `<name>_flow`) and this
-# weak map finds it again. An entry dies with its flow, i.e. with the layer.
-_FLOWS = weakref.WeakValueDictionary()
+# The batch-norm step's statistics, after the trainable parameters in `build`'s tuple.
+_MOVING_STATISTICS = ("moving_mean", "moving_variance")
 
-FlowPrepared = collections.namedtuple("FlowPrepared", ["loc", "scale", "flow", "mean"])
+# `steps`: (kind, parameter values) of the flow's steps, in application order.
+FlowPrepared = collections.namedtuple("FlowPrepared",
+                                      ["loc", "scale", "steps", "mean", "flow_name"])
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
@@ -53,7 +51,9 @@ class FlowPosterior(Posterior):
     `MeanFieldNormal`) to the layer, and a `NormalizingFlow` sublayer as the
     layer's attribute `<name>_flow` (e.g. `layer.kernel_flow`), so every
     parameter trains with `fit` and is saved with the model. The parameters
-    `build` returns are loc, rho and the flow's trainable variables.
+    `build` returns are loc, rho, the flow's trainable variables and the
+    moving statistics of its batch-norm steps: the posterior computes from
+    them alone, as the other posteriors do.
 
     The flow is always applied in inference mode: there is one weight sample
     per step, no batch to normalise over, so a "batch_norm" step acts as a
@@ -84,7 +84,8 @@ class FlowPosterior(Posterior):
 
     def __init__(self, flows="planar", length=2, rho_init=-3.0, rho_init_stddev=0.1,
                  sylvester_rank=None):
-        flows_lib.flow_names(flows, length)  # validates both, names them in the error
+        # Validates both, names them in the error.
+        self._step_names = flows_lib.flow_names(flows, length)
         self.flows = flows if isinstance(flows, str) else list(flows)
         self.length = None if length is None else int(length)
         self.sylvester_rank = check.integer("sylvester_rank", sylvester_rank, allow_none=True)
@@ -106,29 +107,68 @@ class FlowPosterior(Posterior):
         )
         flow.build((None, math.prod(shape)))
         setattr(layer, f"{name}_flow", flow)
-        _FLOWS[id(loc)] = flow
-        return (loc, rho) + tuple(flow.trainable_variables)
+        # The flow's trainable variables step by step, in `STEP_PARAMETERS` order, then
+        # the moving statistics of its batch-norm steps: `_steps` rebuilds the chain
+        # from them alone.
+        steps = list(zip(flow.step_names, flow.steps))
+        return (loc, rho) + tuple(
+            step[key] for kind, step in steps for key in flows_lib.STEP_PARAMETERS[kind]) + tuple(
+            step[key] for kind, step in steps if kind == "batch_norm"
+            for key in _MOVING_STATISTICS)
 
-    def _push(self, flow, loc, z0):
-        """Weights [N, *shape] and log|det J| [N] for base draws z0 [N, D]."""
-        y, log_det = flow(z0, training=False)
-        return tf.reshape(y, [-1] + list(loc.shape)), log_det
+    def _steps(self, flow_params):
+        """(kind, parameter values) of each step, for `flows_lib.step_bijector`.
+
+        A pure function of the parameters, like every posterior's: the
+        posterior keeps no link to the layer or its flow, so a traced step
+        (TensorFlow's or JAX's) sees whatever values it is given.
+        """
+        trainable = moving = 0
+        moving_start = sum(len(flows_lib.STEP_PARAMETERS[kind]) for kind in self._step_names)
+        steps = []
+        for kind in self._step_names:
+            keys = flows_lib.STEP_PARAMETERS[kind]
+            params = list(zip(keys, flow_params[trainable:trainable + len(keys)]))
+            trainable += len(keys)
+            if kind == "batch_norm":
+                start = moving_start + moving
+                params += zip(_MOVING_STATISTICS, flow_params[start:start + 2])
+                moving += 2
+            # `.value`, as the flow layer reads its variables (the same graph on TensorFlow).
+            steps.append((kind, {key: ops.cast(param.value, "float32") for key, param in params}))
+        return steps
+
+    @staticmethod
+    def _push(prepared, z0):
+        """Weights [N, *shape] and log|det J| [N] for base draws z0 [N, D].
+
+        As the flow layer computes them: each step's bijector made where it is
+        applied, inside the layer's name scope (TensorFlow's graph optimizer
+        orders some sums by name, so the names keep its float results).
+        """
+        steps = prepared.steps
+        with keras.name_scope(prepared.flow_name):
+            y, log_det = flows_lib.forward(lambda k, z: flows_lib.step_bijector(*steps[k]),
+                                           len(steps), z0)
+        return ops.reshape(y, [-1] + list(prepared.loc.shape)), log_det
 
     def _prepare(self, params, mean=None):
-        loc, rho = tf.convert_to_tensor(params[0]), params[1]
-        return FlowPrepared(loc, tf.nn.softplus(rho), _FLOWS[id(params[0])], mean)
+        loc, rho = _variables.read(params[0]), params[1]
+        # `build`'s names: "<name>_loc" and the flow layer "<name>_flow".
+        flow_name = getattr(params[0], "name", "").removesuffix("_loc") + "_flow"
+        return FlowPrepared(loc, ops.softplus(rho), self._steps(params[2:]), mean, flow_name)
 
     def prepare(self, params):
-        """(loc, scale, flow, mean) with mean = NF(loc), reshaped like the weights.
+        """(loc, scale, steps, mean, flow_name) with mean = NF(loc), reshaped like the weights.
 
         Args:
             params: the variables `build` returned.
 
         Returns:
-            A named tuple (loc, scale, flow, mean).
+            A named tuple (loc, scale, steps, mean, flow_name).
         """
         prepared = self._prepare(params)
-        mean, _ = self._push(prepared.flow, prepared.loc, tf.reshape(prepared.loc, [1, -1]))
+        mean, _ = self._push(prepared, ops.reshape(prepared.loc, [1, -1]))
         return prepared._replace(mean=mean[0])
 
     def distribution(self, prepared):
@@ -143,13 +183,14 @@ class FlowPosterior(Posterior):
         Returns:
             A `tfd.TransformedDistribution`.
         """
-        loc, scale, flow, _ = prepared
-        base = tfd.MultivariateNormalDiag(tf.reshape(loc, [-1]), tf.reshape(scale, [-1]))
+        loc, scale, steps, _, _ = prepared
+        base = tfd.MultivariateNormalDiag(ops.reshape(loc, [-1]), ops.reshape(scale, [-1]))
         reshape = tfp.bijectors.Reshape(event_shape_out=tuple(loc.shape),
                                         event_shape_in=(math.prod(loc.shape),))
-        return tfd.TransformedDistribution(
-            base, tfp.bijectors.Chain([reshape, flow.bijector(training=False)])
-        )
+        # tfb.Chain applies its list last to first.
+        flow = tfp.bijectors.Chain([flows_lib.step_bijector(*step) for step in reversed(steps)],
+                                   name="normalizing_flow")
+        return tfd.TransformedDistribution(base, tfp.bijectors.Chain([reshape, flow]))
 
     def mean(self, prepared):
         """NF(loc): the flow image of the base mean (not the exact mean).
@@ -182,18 +223,18 @@ class FlowPosterior(Posterior):
         Returns:
             A tensor [num_samples, *weight shape] in `dtype`.
         """
-        loc, scale, flow, _ = prepared
-        eps = self._eps(prepared, (num_samples,), seed) * tf.cast(noise_scale, "float32")
-        z0 = tf.reshape(loc, [1, -1]) + tf.reshape(scale, [1, -1]) * eps
-        weights, _ = self._push(flow, loc, z0)
-        return tf.cast(weights, dtype)
+        loc, scale = prepared.loc, prepared.scale
+        eps = self._eps(prepared, (num_samples,), seed) * ops.cast(noise_scale, "float32")
+        z0 = ops.reshape(loc, [1, -1]) + ops.reshape(scale, [1, -1]) * eps
+        weights, _ = self._push(prepared, z0)
+        return ops.cast(weights, dtype)
 
     def draw(self, params, seed, dtype, prior=None, with_noise=True):
         """A sample with its log-density; the KL is left to the layer's Monte Carlo estimate.
 
         The posterior always draws (whatever `with_noise` and `prior` say):
         without a closed-form KL, even `kl_divergence()` needs a sample. A
-        `None` seed (the layer's analytic path) uses the fixed seed (0, 0).
+        `None` seed (the layer's analytic path) uses a fixed seed.
 
         Args:
             params: the variables `build` returned.
@@ -207,21 +248,22 @@ class FlowPosterior(Posterior):
             left to the layer.
         """
         prepared = self._prepare(params)
-        loc, scale, flow, _ = prepared
+        loc, scale = prepared.loc, prepared.scale
         if seed is None:
-            seed = tf.zeros([2], tf.int32)
+            seed = noise.zero_seed()
         eps = self._eps(prepared, (), seed)
-        flat_loc, flat_scale = tf.reshape(loc, [-1]), tf.reshape(scale, [-1])
+        flat_loc, flat_scale = ops.reshape(loc, [-1]), ops.reshape(scale, [-1])
         # NF(loc) and NF(z0) in one call.
-        both, log_det = self._push(flow, loc, tf.stack([flat_loc, flat_loc + flat_scale * eps]))
+        both, log_det = self._push(prepared,
+                                   ops.stack([flat_loc, flat_loc + flat_scale * eps]))
         mean, sample = both[0], both[1]
-        log_q0 = tf.reduce_sum(-0.5 * tf.square(eps) - tf.math.log(flat_scale)) - (
-            _HALF_LOG_2PI * tf.cast(tf.size(eps), "float32"))
+        log_q0 = ops.sum(-0.5 * ops.square(eps) - ops.log(flat_scale)) - (
+            _HALF_LOG_2PI * ops.cast(math.prod(loc.shape), "float32"))
         # The difference in float32, then cast: under mixed precision the
         # difference of the two float16-rounded weights would keep only the
         # bits of the perturbation above the weight's float16 resolution, and
         # the Monte Carlo KL takes log p at mean + perturbation.
-        perturbation = tf.cast(sample - mean, dtype)
+        perturbation = ops.cast(sample - mean, dtype)
         return PosteriorDraw(prepared._replace(mean=mean), perturbation, None,
                              log_q0 - log_det[1])
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from tfp_bnn import _backend
 from tfp_bnn import _predictive
+from tfp_bnn.distributions.classes import class_logits
 
 
 def regression_terms(outputs, output):
@@ -46,6 +47,36 @@ def class_log_probs(outputs, output):
         with np.errstate(divide="ignore"):  # log 0 = -inf, as tf.math.log
             return np.log(values)
     return values
+
+
+def _per_sample(values, num_samples):
+    """[S * B, ...] sample-major (a distribution head's batch) -> [S, B, ...] in float64."""
+    values = np.asarray(values, np.float64)
+    return values.reshape((num_samples, -1) + values.shape[1:])
+
+
+def distribution_terms(distribution, num_samples):
+    """(means, variances) [S, B, D] of an output distribution of batch S * B (sample-major);
+    variances None if the family has none."""
+    if not _backend.is_jax():
+        return _predictive.regression_terms(distribution, "distribution", num_samples)
+    means, variances = _predictive.distribution_moments(distribution)
+    return (_per_sample(means, num_samples),
+            None if variances is None else _per_sample(variances, num_samples))
+
+
+def distribution_class_log_probs(distribution, num_samples):
+    """log p(class) [S, B, K] of a class distribution of batch S * B (sample-major)."""
+    if not _backend.is_jax():
+        return np.asarray(_predictive.class_log_probs(distribution, "distribution", num_samples))
+    kind, logits = class_logits(distribution)
+    logits = np.asarray(logits, np.float64)
+    if kind == "categorical":
+        log_probs = class_log_probs(logits, "logits")
+    else:  # the classes [0, 1] of a Bernoulli: log sigmoid(-l), log sigmoid(l)
+        logits = logits.reshape(-1, 1)
+        log_probs = -np.logaddexp(0.0, np.concatenate([logits, -logits], -1))
+    return _per_sample(log_probs, num_samples)
 
 
 def _entropy(probs, log_probs):

@@ -22,6 +22,12 @@ layer sees the prediction graph it is written for (its own weight sample, no KL
 term). M is 1 except for a model whose samples come in groups (a deep ensemble of
 M members, `engine.sample_multiple`): then group g = samples g * M .. g * M + M - 1
 is one call on the inputs tiled M times, with the states folded with g.
+
+For a model whose output is a distribution layer's, `call_distributions` returns each
+group's output distribution (TFP's JAX substrate's, a JAX pytree): `jax.vmap` stacks
+every array of the distributions of a chunk, and those that are the same for every
+group (a constant scale) would then broadcast against the wrong axes of the stack, so
+each group's distribution is rebuilt from its own slices.
 """
 
 import weakref
@@ -33,6 +39,7 @@ import numpy as np
 from tfp_bnn._keras_internals import seed_states
 from tfp_bnn.distributions.carrier import carries_distribution
 from tfp_bnn.layers._tracing import sample_trace
+from tfp_bnn.predict.engine import output_distribution
 
 
 class JaxMonteCarloRunner:
@@ -54,13 +61,16 @@ class JaxMonteCarloRunner:
     def __init__(self, model):
         self.model = model
         self.traced_distribution = False
-        self._compiled = jax.jit(self._samples, static_argnames=("positions", "multiple"))
+        self._compiled = jax.jit(self._samples,
+                                 static_argnames=("positions", "multiple", "distributions"))
 
-    def _samples(self, trainable, non_trainable, bases, indices, inputs, positions, multiple):
+    def _samples(self, trainable, non_trainable, bases, indices, inputs, positions, multiple,
+                 distributions=False):
         """Outputs [G * M, B, ...] of the sample groups `indices` [G] (M = `multiple`).
 
         Group g is samples g * M .. g * M + M - 1: one call on the inputs tiled M times
-        inside `sample_trace(M)`, with every generator's state folded with g.
+        inside `sample_trace(M)`, with every generator's state folded with g. With
+        `distributions`, the list of the G groups' output distributions (batch M * B).
         """
         def tile(x):
             x = keras.ops.convert_to_tensor(x)
@@ -75,9 +85,21 @@ class JaxMonteCarloRunner:
             with sample_trace(multiple) as context:
                 context.first_sample = index * multiple
                 outputs, _ = self.model.stateless_call(trainable, values, tiled, training=False)
+            if distributions:
+                leaves, structure = jax.tree_util.tree_flatten(output_distribution(outputs))
+                structures.append(structure)
+                return leaves
             return outputs
 
+        structures = []
         outputs = jax.vmap(group)(indices)
+        if distributions:
+            # vmap stacks each array of the distribution on a new axis 0, also the ones
+            # that were the same for every group (a constant scale): one distribution of
+            # the stack would broadcast those against the wrong axes. Group g's own is
+            # rebuilt from the g-th slices.
+            return [jax.tree_util.tree_unflatten(structures[0], [leaf[g] for leaf in outputs])
+                    for g in range(indices.shape[0])]
         # Read at trace time, as on TensorFlow: a subclassed model's distribution head shows here.
         self.traced_distribution = any(carries_distribution(y)
                                        for y in keras.tree.flatten(outputs))
@@ -115,6 +137,22 @@ class JaxMonteCarloRunner:
         Returns:
             A nest of NumPy arrays [S, B, ...] shaped like the model's outputs.
         """
+        outputs = self._run(inputs, bases, t0, num_samples, width, multiple, False)
+        return keras.tree.map_structure(lambda y: np.asarray(y[:num_samples]), outputs)
+
+    def call_distributions(self, inputs, bases, t0, num_samples, width=None, multiple=1):
+        """The output distributions of samples t0..t0 + S - 1, one per group of M samples.
+
+        For a model whose output is a tfp_bnn distribution layer's; arguments as `call`.
+
+        Returns:
+            A list of S / M distributions of TFP's JAX substrate, each of batch M * B
+            (sample-major: row m * B + b is input b under the group's sample m).
+        """
+        groups = self._run(inputs, bases, t0, num_samples, width, multiple, True)
+        return groups[:num_samples // multiple]
+
+    def _run(self, inputs, bases, t0, num_samples, width, multiple, distributions):
         model = self.model
         non_trainable = model.non_trainable_variables
         ids = {id(state): k for k, state in enumerate(seed_states(model))}
@@ -123,10 +161,10 @@ class JaxMonteCarloRunner:
         first = t0 // multiple
         indices = np.arange(first, first + max(num_samples, width or 0) // multiple,
                             dtype=np.uint32)
-        outputs = self._compiled([v.value for v in model.trainable_variables],
-                                 [v.value for v in non_trainable], ordered, indices, inputs,
-                                 positions=positions, multiple=multiple)
-        return keras.tree.map_structure(lambda y: np.asarray(y[:num_samples]), outputs)
+        return self._compiled([v.value for v in model.trainable_variables],
+                              [v.value for v in non_trainable], ordered, indices, inputs,
+                              positions=positions, multiple=multiple,
+                              distributions=distributions)
 
 
 _RUNNERS = weakref.WeakKeyDictionary()

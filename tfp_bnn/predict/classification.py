@@ -281,8 +281,7 @@ def classification(model, x, num_samples=100, output="auto", keep_samples=False,
     for chunk in engine.chunks(model, plan, jit_compile=jit_compile,
                                distributions=output == "distribution", values_of=repr(output)):
         if output == "distribution":
-            log_p = np.asarray(_predictive.class_log_probs(chunk.outputs, output,
-                                                           chunk.t1 - chunk.t0))
+            log_p = _chunk_math.distribution_class_log_probs(chunk.outputs, chunk.t1 - chunk.t0)
         elif not isinstance(chunk.outputs, np.ndarray):
             raise ValueError("classification() needs a model with a single output tensor.")
         else:

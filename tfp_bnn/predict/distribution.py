@@ -16,12 +16,13 @@ log-likelihood is exact for any family (not a Gaussian approximation).
 
 import math
 
+import keras
 import numpy as np
-from tfp_bnn._tf import tf
-from tfp_bnn._substrate import tfp
 
-from tfp_bnn import _predictive
 from tfp_bnn import _validation as check
+from tfp_bnn import noise
+from tfp_bnn._substrate import tfp
+from tfp_bnn.predict import _chunk_math
 from tfp_bnn.predict import engine
 from tfp_bnn.predict import limits
 from tfp_bnn.predict.regression_prediction import RegressionPrediction
@@ -92,11 +93,12 @@ class DistributionPrediction(RegressionPrediction):
         out = np.empty((self.num_samples, y.shape[0]))
         for t0, t1, n0, n1, distribution in self.sample_distributions:
             size = t1 - t0
+            # [size * (n1 - n0), ...]: the targets of the points, once per sample.
             chunk = np.tile(y[n0:n1], (size,) + (1,) * (y.ndim - 1))
-            dtype = distribution.dtype
-            chunk = tf.constant(chunk, dtype if tf.as_dtype(dtype).is_floating else tf.float32)
-            log_p = np.asarray(distribution.log_prob(tf.reshape(
-                chunk, tf.concat([[size * (n1 - n0)], tf.shape(chunk)[1:]], 0))), np.float64)
+            dtype = keras.backend.standardize_dtype(distribution.dtype)
+            chunk = keras.ops.convert_to_tensor(
+                chunk, dtype if keras.backend.is_float_dtype(dtype) else "float32")
+            log_p = np.asarray(distribution.log_prob(chunk), np.float64)
             out[t0:t1, n0:n1] = log_p.reshape(size, n1 - n0, -1).sum(-1)
         return out
 
@@ -131,7 +133,7 @@ class DistributionPrediction(RegressionPrediction):
         per_sample = math.ceil(_INTERVAL_DRAWS / self.num_samples)
         draws = np.empty((per_sample, self.num_samples) + self.mean.shape)
         for index, (t0, t1, n0, n1, distribution) in enumerate(self.sample_distributions):
-            values = distribution.sample(per_sample, seed=tf.constant([index, 20261124]))
+            values = distribution.sample(per_sample, seed=noise.seed_pair(index, 20261124))
             draws[:, t0:t1, n0:n1] = np.asarray(values, np.float64).reshape(
                 (per_sample, t1 - t0, n1 - n0) + self.mean.shape[1:])
         draws = draws.reshape((-1,) + self.mean.shape)
@@ -145,18 +147,20 @@ def collect(model, plan, jit_compile=False):
     limits.check_results(model, num_samples, count, "The sampled means and variances",
                          copies=2)
     # The prediction keeps each call's distribution (for the exact log-likelihood).
-    calls = limits.count_calls(num_samples, count, plan.batch_size, plan.samples_per_call)
+    calls, per_call = engine.distribution_chunks(plan)
     if calls > MAX_KEPT_CALLS:
+        # On JAX a distribution holds one sample group whatever `samples_per_call` is.
+        larger = "`samples_per_call`, " if per_call == plan.samples_per_call else ""
         raise ValueError(
             f"distribution() keeps one distribution object per traced call; "
-            f"{calls:,} calls ({num_samples:,} samples in chunks of {plan.samples_per_call:,}, "
+            f"{calls:,} calls ({num_samples:,} samples in chunks of {per_call:,}, "
             f"{count:,} inputs in batches of {plan.batch_size:,}) are over the limit of "
-            f"{MAX_KEPT_CALLS:,}: pass a larger `samples_per_call`, `batch_size` or `max_rows`.")
+            f"{MAX_KEPT_CALLS:,}: pass a larger {larger}`batch_size` or `max_rows`.")
     means = variances = None
     kept = []
     for chunk in engine.chunks(model, plan, jit_compile=jit_compile, distributions=True):
-        chunk_means, chunk_variances = _predictive.regression_terms(
-            chunk.outputs, "distribution", chunk.t1 - chunk.t0)
+        chunk_means, chunk_variances = _chunk_math.distribution_terms(chunk.outputs,
+                                                                      chunk.t1 - chunk.t0)
         if means is None:
             shape = (num_samples, count) + tuple(chunk_means.shape[2:])
             limits.check_storage((2,) + shape, np.float64, "The sampled means and variances")

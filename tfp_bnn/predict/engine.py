@@ -48,6 +48,7 @@ from tfp_bnn.posteriors.mean_field import worth_fusing
 from tfp_bnn.predict._inputs import as_arrays
 from tfp_bnn.predict._inputs import check_model
 from tfp_bnn.predict.limits import DEFAULT_MAX_ROWS
+from tfp_bnn.predict.limits import count_calls
 from tfp_bnn.predict.limits import plan
 from tfp_bnn.predict.limits import sample_chunks
 
@@ -139,11 +140,7 @@ class MonteCarloRunner:
 
     def _distribution_impl(self, inputs, draws, num_samples):
         """The output distribution, batch axis S * B sample-major (row s * B + b)."""
-        outputs = self._tiled_outputs(inputs, draws, num_samples)
-        if isinstance(outputs, (list, tuple, dict)):
-            raise ValueError("A distribution prediction needs a model with a single output, "
-                             f"got {len(outputs)} outputs.")
-        return distribution_of(outputs)
+        return output_distribution(self._tiled_outputs(inputs, draws, num_samples))
 
     def _call_impl(self, inputs, draws, num_samples):
         batch = tf.shape(keras.tree.flatten(inputs)[0])[0]
@@ -215,6 +212,26 @@ class MonteCarloRunner:
         return self.traced_call_distribution(inputs, draws, num_samples)
 
 
+def output_distribution(outputs):
+    """The distribution a model's single output carries (see `distribution_of`)."""
+    if isinstance(outputs, (list, tuple, dict)):
+        raise ValueError("A distribution prediction needs a model with a single output, "
+                         f"got {len(outputs)} outputs.")
+    return distribution_of(outputs)
+
+
+def distribution_chunks(plan):
+    """(How many output distributions `chunks(..., distributions=True)` yields, the
+    samples each holds) for `plan`.
+
+    One per traced call on TensorFlow. On JAX one per sample group (`plan.multiple`
+    samples, one for most models) and chunk of inputs: a mapped call's groups keep
+    their distributions apart (see `_jax_runner.JaxMonteCarloRunner.call_distributions`).
+    """
+    per_chunk = plan.multiple if _backend.is_jax() else plan.samples_per_call
+    return count_calls(plan.num_samples, plan.count, plan.batch_size, per_chunk), per_chunk
+
+
 def output_layer(model):
     """The layer that makes a functional model's single output (inside nested models), or None."""
     try:
@@ -280,7 +297,8 @@ def chunks(model, plan, jit_compile=False, distributions=False, values_of=None):
         plan: from `prepare`.
         jit_compile: XLA-compile the traced functions (on JAX they always are).
         distributions: yield the output distribution of a distribution head
-            (batch [S * B, ...], sample-major) instead of the output arrays.
+            (batch [S * B, ...], sample-major) instead of the output arrays; on
+            JAX one chunk per sample group (`distribution_chunks`).
         values_of: for callers that read the output arrays as parameters
             (e.g. "logits"): their name, so that a model whose output turns
             out to be a distribution layer's samples is refused, not misread.
@@ -319,11 +337,11 @@ def _jax_chunks(model, plan, distributions, values_of):
 
     The model runs statelessly with sample t's random state (see `_jax_runner`), always
     compiled; sample t is the same network for every input chunk and every chunking.
+    With `distributions`, each sample group of a call is a chunk of its own, with its
+    output distribution (batch M * B, M = `plan.multiple`).
     """
-    if distributions:
-        raise ValueError("Predicting from a distribution head's output distributions runs on "
-                         "Keras' TensorFlow backend only; on JAX predict the head's values.")
-    _values_only(values_of, has_distribution_head(model))
+    if not distributions:
+        _values_only(values_of, has_distribution_head(model))
     # Imported here: it imports jax, which a TensorFlow-only install does not have.
     from tfp_bnn.predict import _jax_runner  # noqa: PLC0415
 
@@ -337,6 +355,12 @@ def _jax_chunks(model, plan, distributions, values_of):
         for n0 in range(0, plan.count, plan.batch_size):
             n1 = min(plan.count, n0 + plan.batch_size)
             inputs = keras.tree.pack_sequence_as(plan.inputs, [leaf[n0:n1] for leaf in leaves])
+            if distributions:
+                groups = runner.call_distributions(inputs, bases, t0, size, width, plan.multiple)
+                for g, distribution in enumerate(groups):
+                    t = t0 + g * plan.multiple
+                    yield Chunk(t, t + plan.multiple, n0, n1, distribution)
+                continue
             outputs = runner.call(inputs, bases, t0, size, width, plan.multiple)
             _values_only(values_of, runner.traced_distribution)
             yield Chunk(t0, t0 + size, n0, n1, outputs)
