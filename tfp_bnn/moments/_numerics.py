@@ -8,9 +8,10 @@ Everything else in the package is `keras.ops`. Here:
 - `sum_of_others`: sum_{j != i} x_j along the last axis for x >= 0 without
   the cancellation of total - x_i: in float64 where there is one, else
   from exclusive cumulative sums (no difference is taken).
-- `cholesky`: TensorFlow's kernel on TensorFlow, which returns NaN for an
-  indefinite matrix as XLA does; `keras.ops.cholesky` there adds a
-  `check_numerics` that raises inside a compiled step.
+- `cholesky`: the backends' own kernels, which return NaN for a matrix
+  that is not positive definite, eagerly and compiled alike;
+  `keras.ops.cholesky` raises instead (on TensorFlow a `check_numerics`
+  inside a compiled step, on JAX a ValueError when called eagerly).
 """
 
 import keras
@@ -54,5 +55,7 @@ def _exclusive_cumsum(values):
 def cholesky(matrix):
     """The lower Cholesky factor of a batch of matrices; NaN where not positive definite."""
     if _backend.is_jax():
-        return ops.cholesky(matrix)
+        import jax  # noqa: PLC0415 - the active backend
+
+        return jax.numpy.linalg.cholesky(matrix)
     return tf.linalg.cholesky(matrix)
