@@ -182,7 +182,7 @@ class _ShapeStandIn:
         self._shape = tuple(value.shape[:1])
 
     def __getattr__(self, name):
-        if name not in FORWARDED_METHODS:
+        if name not in _JAX_FORWARDED:
             raise AttributeError(name)
         return lambda *args, **kwargs: keras.ops.zeros(self._shape, self.dtype)
 
@@ -285,6 +285,10 @@ def distribution_of(tensor):
 # its input: there `tfp_bnn.losses.NegativeLogLikelihood()` cannot find the
 # distribution either, and the head's dtype must be the loss' dtype.
 _FORWARDED = frozenset(FORWARDED_METHODS)
+# On JAX also the methods of TFP's VariationalGaussianProcess that its layer's
+# output forwards (`tfp_bnn.layers.VariationalGaussianProcess`; on TensorFlow the
+# layer sets them on its output tensor itself): a JAX array takes no attribute.
+_JAX_FORWARDED = _FORWARDED | {"variational_loss", "surrogate_posterior_kl_divergence_prior"}
 _tensorflow_getattr = None  # TensorFlow's own, saved by `_patch_tensorflow_tensors`
 
 
@@ -326,7 +330,7 @@ def _patch_jax_arrays():
                               f"{_JAX_CAST}")
 
     def tracer_carried(value, name):
-        if name in _FORWARDED:
+        if name in _JAX_FORWARDED:
             distribution = _find_or_stand_in(value)
             if distribution is None:
                 raise missing(value, name)
@@ -335,9 +339,9 @@ def _patch_jax_arrays():
         return tracer_getattr(value, name)
 
     def array_carried(value, name):
-        distribution = _CARRIED.get(id(value)) if name in _FORWARDED else None
+        distribution = _CARRIED.get(id(value)) if name in _JAX_FORWARDED else None
         if distribution is None:
-            if name in _FORWARDED:
+            if name in _JAX_FORWARDED:
                 raise missing(value, name)
             raise AttributeError(f"'{type(value).__name__}' object has no attribute '{name}'")
         return _forwarded(distribution, name)

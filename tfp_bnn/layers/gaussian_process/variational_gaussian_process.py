@@ -19,18 +19,6 @@ from tfp_bnn.layers.distribution.distribution_lambda import serialize_callable
 # distribution layer forwards: the ELBO pieces TFP's tutorial loss calls.
 VARIATIONAL_METHODS = ("variational_loss", "surrogate_posterior_kl_divergence_prior")
 
-# Keras hands a loss the layer's output array alone, and the ELBO needs the
-# distribution: on TensorFlow the output tensor carries it, a JAX array cannot.
-JAX_UNSUPPORTED = (
-    "VariationalGaussianProcess runs inside Keras models on the TensorFlow backend only: "
-    "its loss `rv_y.variational_loss` needs the predictive distribution carried by the "
-    "output tensor, and on Keras' JAX backend an output array cannot carry one. Use "
-    "KERAS_BACKEND=tensorflow, or on JAX build the layer and call "
-    "`layer.make_distribution(x)` (TFP-on-JAX's VariationalGaussianProcess, with "
-    "`variational_loss`) in your own training step, or use RandomFeatureGaussianProcess."
-)
-
-
 @keras.saving.register_keras_serializable(package="tfp_bnn")
 class VariationalGaussianProcess(DistributionLambda):
     """Sparse variational Gaussian process over the layer's inputs, with inducing points.
@@ -68,9 +56,10 @@ class VariationalGaussianProcess(DistributionLambda):
     TFP's layer effectively requires); under mixed precision the GP runs and
     returns float32 (Cholesky has no float16 kernel).
 
-    On Keras' JAX backend only `make_distribution(x)` runs (and compiles
-    under `jax.jit`): a JAX array cannot carry the distribution to the loss,
-    so inside a Keras model the layer raises `NotImplementedError`.
+    On Keras' JAX backend the layer trains in a compiled `fit` as on
+    TensorFlow: the output array forwards `variational_loss` to the
+    distribution through `tfp_bnn.distributions.carrier`'s table, and an
+    eager call returns the distribution itself.
 
     Args:
         num_inducing_points: M, the number of inducing points.
@@ -209,18 +198,15 @@ class VariationalGaussianProcess(DistributionLambda):
             vgp.surrogate_posterior_kl_divergence_prior)
         return distribution
 
-    def __call__(self, *args, **kwargs):
-        # Before Keras' call wrapper, which would add lines to the message; symbolic
-        # calls too, so that a JAX model fails where it is built, not in `fit`.
-        if _backend.is_jax():
-            raise NotImplementedError(JAX_UNSUPPORTED)
-        return super().__call__(*args, **kwargs)
-
     def call(self, inputs):
         # The GP runs at the variables' dtype: under mixed precision float32, as
         # Cholesky has no float16 kernel and a float16 K_zz would not factor anyway.
         with float32_variables():
             value = super().call(ops.cast(inputs, self.variable_dtype))
+        if _backend.is_jax():
+            # The array (or, called eagerly, the distribution itself) forwards them
+            # through the carrier's table (`tfp_bnn.distributions.carrier`).
+            return value
         distribution = distribution_of(value)
         for name in VARIATIONAL_METHODS:
             setattr(value, name, getattr(distribution, name))
