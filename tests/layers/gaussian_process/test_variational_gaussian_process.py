@@ -138,19 +138,25 @@ def negative_elbo(y, rv_y):
 SINE_STEPS = 200  # steps_per_execution: one traced loop of 50 steps, 4 times
 
 
-@pytest.fixture(scope="module")
-def sine_fit():
-    """A GP on 24 noisy points of sin(2x) in [-2, 2], fitted full-batch by the ELBO."""
+def sine_problem():
+    """24 noisy points of sin(2x) in [-2, 2] and an untrained GP model for them."""
     rng = np.random.default_rng(2)
     x = rng.uniform(-2.0, 2.0, size=(24, 1)).astype("float32")
     y = (np.sin(2.0 * x) + rng.normal(scale=0.1, size=x.shape)).astype("float32")
-    keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((1,)), VariationalGaussianProcess(
         8, ExponentiatedQuadraticProvider(length_scale=0.5),
         inducing_index_points_initializer=keras.initializers.Constant(
             np.linspace(-2.0, 2.0, 8)[:, None]),
         unconstrained_observation_noise_variance_initializer=-3.0,
         convert_to_tensor_fn="mean")])
+    return x, y, model
+
+
+@pytest.fixture(scope="module")
+def sine_fit():
+    """A GP on 24 noisy points of sin(2x) in [-2, 2], fitted full-batch by the ELBO."""
+    keras.utils.set_random_seed(0)
+    x, y, model = sine_problem()
     model.compile(keras.optimizers.Adam(0.05), loss=negative_elbo, steps_per_execution=50)
     model.optimizer.build(model.trainable_variables)  # else fit traces its step twice
     before = float(model(x).variational_loss(y)[0])
@@ -283,15 +289,7 @@ def test_tfps_lambda_loss_trains_in_a_compiled_fit():
     # table). Full batch, no sampling in the loss: the values are deterministic; the
     # initial q(u) misses sin(2x) by O(1) with noise variance 0.05, a loss near 200,
     # and SINE_STEPS Adam steps at 0.05 bring it well under a quarter of that.
-    rng = np.random.default_rng(2)
-    x = rng.uniform(-2.0, 2.0, size=(24, 1)).astype("float32")
-    y = (np.sin(2.0 * x) + rng.normal(scale=0.1, size=x.shape)).astype("float32")
-    model = keras.Sequential([keras.Input((1,)), VariationalGaussianProcess(
-        8, ExponentiatedQuadraticProvider(length_scale=0.5),
-        inducing_index_points_initializer=keras.initializers.Constant(
-            np.linspace(-2.0, 2.0, 8)[:, None]),
-        unconstrained_observation_noise_variance_initializer=-3.0,
-        convert_to_tensor_fn="mean")])
+    x, y, model = sine_problem()
     model.compile(keras.optimizers.Adam(0.05),
                   loss=lambda y, rv_y: rv_y.variational_loss(y, kl_weight=1.0),
                   steps_per_execution=50)
