@@ -38,3 +38,11 @@ def test_cholesky_factors_and_gives_nan_for_an_indefinite_matrix():
     indefinite = np.array([[[1.0, 2.0], [2.0, 1.0]]], "float32")
     # NaN, not an error, eagerly as in a compiled step: the likelihood reports it.
     assert np.isnan(np.asarray(_numerics.cholesky(indefinite))).any()
+
+
+def test_erfc_keeps_the_small_tails():
+    # erfc(5) = 1.5375e-12, erfc(9) = 4.1370e-37: 1 - erf(x) is 0 in float32 there.
+    x = np.array([0.0, 1.0, 5.0, 9.0], "float32")
+    expected = np.array([1.0, 0.157299207, 1.53745979e-12, 4.13703175e-37])
+    np.testing.assert_allclose(np.asarray(_numerics.erfc(keras.ops.convert_to_tensor(x))),
+                               expected, rtol=1e-5)

@@ -8,6 +8,9 @@ Everything else in the package is `keras.ops`. Here:
 - `sum_of_others`: sum_{j != i} x_j along the last axis for x >= 0 without
   the cancellation of total - x_i: in float64 where there is one, else
   from exclusive cumulative sums (no difference is taken).
+- `erfc`: the backends' own complementary error function (`keras.ops.erfc`
+  is not in Keras 3.10, the floor of setup.py's range; 1 - erf would lose
+  the small tails the rectified Gaussian needs).
 - `cholesky`: the backends' own kernels, which return NaN for a matrix
   that is not positive definite, eagerly and compiled alike;
   `keras.ops.cholesky` raises instead (on TensorFlow a `check_numerics`
@@ -50,6 +53,15 @@ def _exclusive_cumsum(values):
     """sum_{j < i} values_j along the last axis: the partial sums, shifted by one."""
     partial = ops.cumsum(values, axis=-1)[..., :-1]
     return ops.concatenate([ops.zeros_like(values[..., :1]), partial], axis=-1)
+
+
+def erfc(x):
+    """1 - erf(x), accurate where it is small (x of a few units and more)."""
+    if _backend.is_jax():
+        import jax  # noqa: PLC0415 - the active backend
+
+        return jax.lax.erfc(x)
+    return tf.math.erfc(x)
 
 
 def cholesky(matrix):

@@ -37,6 +37,7 @@ import math
 from keras import ops
 
 from tfp_bnn import _validation as check
+from tfp_bnn.moments._numerics import erfc
 from tfp_bnn.moments.gaussian import Moments
 from tfp_bnn.moments.gaussian import as_moments
 from tfp_bnn.moments.gaussian import set_diagonal
@@ -71,7 +72,7 @@ def rectified_gaussian(mean, variance):
     alpha = ops.where(smooth, mean, ops.zeros_like(mean)) / s
     # One erfc: the smaller tail Phi(-|alpha|) directly, the larger one as
     # 1 - tail (>= 1/2, no cancellation); upper = Phi(-alpha), not 1 - cdf.
-    tail = 0.5 * ops.erfc(ops.abs(alpha) / math.sqrt(2.0))
+    tail = 0.5 * erfc(ops.abs(alpha) / math.sqrt(2.0))
     positive = alpha >= 0
     cdf = ops.where(positive, 1.0 - tail, tail)
     upper = ops.where(positive, tail, 1.0 - tail)
