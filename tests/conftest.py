@@ -130,8 +130,9 @@ def _check_marks_are_visible(items):
     """A jax-marked test in a file without the text "mark.jax" (the mark applied
     through an alias, say) would be skipped on JAX by `pytest_ignore_collect`:
     the TensorFlow run refuses to start instead."""
-    hidden = sorted({str(item.path) for item in items if item.get_closest_marker("jax")
-                     and "mark.jax" not in item.path.read_text(encoding="utf-8")})
+    marked = {item.path for item in items if item.get_closest_marker("jax")}
+    hidden = sorted(str(path) for path in marked
+                    if "mark.jax" not in path.read_text(encoding="utf-8"))
     if hidden:
         raise pytest.UsageError(
             f"{hidden[0]}: tests marked jax, but the file never writes `pytest.mark.jax`, so "
