@@ -68,19 +68,29 @@ def rerun_with_backend(script, argv, backend) -> int:
     The subprocess's output is relayed line by line to this process's
     stdout (so a caller capturing `sys.stdout` sees it too).
     """
-    import subprocess  # noqa: PLC0415
-
     if os.environ.get("KERAS_BACKEND") == backend:
         # Keras was started with this backend requested and runs on another: do not loop.
         raise RuntimeError(f"KERAS_BACKEND={backend} is set but Keras did not pick it")
+    return run_with_backend(script, argv, backend)[0]
+
+
+def run_with_backend(script, argv, backend):
+    """(exit code, output) of `script` run with `argv` under KERAS_BACKEND=`backend`.
+
+    The output (stdout and stderr) is relayed line by line as it comes.
+    """
+    import subprocess  # noqa: PLC0415
+
     argv = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ, KERAS_BACKEND=backend)
     print(f"(re-running {pathlib.Path(script).name} with KERAS_BACKEND={backend})", flush=True)
+    lines = []
     with subprocess.Popen([sys.executable, str(script), *argv], env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
         for line in child.stdout:
+            lines.append(line)
             print(line, end="", flush=True)
-    return child.returncode
+    return child.returncode, "".join(lines)
 
 
 def is_jax() -> bool:

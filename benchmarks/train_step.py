@@ -3,6 +3,7 @@
     python benchmarks/train_step.py            # ~2-4 minutes on 2 CPU cores
     python benchmarks/train_step.py --quick    # 2 steps per variant, a smoke run (below)
     python benchmarks/train_step.py --backend jax   # the same ratio on Keras' JAX backend
+    python benchmarks/train_step.py --paired-runs 3 # both backends, alternated (below)
 
 Variants: `keras.layers.Dense`; tfp_bnn's `DenseFlipout`,
 `DenseReparameterization` and `DenseLocalReparameterization` (Keras 3); and
@@ -23,6 +24,14 @@ model, so each ratio compares like with like.
 
 Targets: tfp_bnn DenseFlipout / keras Dense <= 2.2, and
 tfp.layers.DenseFlipout / tfp_bnn DenseFlipout >= 1.5.
+
+--paired-runs N compares the backends: N pairs of runs, one on each
+backend in a subprocess (TensorFlow in its CPU default, no XLA; JAX compiled),
+the order alternating from pair to pair, and prints JAX's Flipout / Dense
+ratio over TensorFlow's for each pair and their median (target <= 1.1). Two
+backends cannot share a process, so this is the nearest to side by side:
+each pair runs back to back, and the spread over pairs shows how much the
+load of the machine moved the figure.
 
 --quick, a smoke run: 2 steps per variant, the variants of every ratio, and
 DenseReparameterization and DenseLocalReparameterization in one table each
@@ -71,6 +80,9 @@ def parse_args(argv=None):
                         help="TF intra-op threads (0: TF default)")
     parser.add_argument("--seed", type=int, default=0)
     _common.add_backend_flag(parser)
+    parser.add_argument("--paired-runs", type=int, default=0,
+                        help="compare the backends: this many pairs of runs, one on each "
+                             "backend, alternating (see above)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 2 steps per variant, 1 round, each of "
                              "DenseReparameterization and DenseLocalReparameterization in "
@@ -82,6 +94,10 @@ def parse_args(argv=None):
                                             "num_examples", "rows"))
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step of each fit call is not timed)")
+    if args.paired_runs < 0:
+        parser.error(f"--paired-runs must be >= 0, got {args.paired_runs}")
+    if args.paired_runs and args.backend:
+        parser.error("--paired-runs runs both backends; leave out --backend")
     return args
 
 
@@ -174,6 +190,8 @@ def build_table(tag, dataset, args, jit_compile, tfp_jit):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.paired_runs:
+        return compare_backends(args)
     if args.backend and args.backend != keras.backend.backend():
         return _common.rerun_with_backend(__file__, argv, args.backend)
     if _common.is_jax():
@@ -287,6 +305,61 @@ def main_jax(args):
     print("(n = timed steps; IQR = 25th-75th percentile; 'x base' = median / keras Dense of "
           "the same table)")
     return 0
+
+
+# The Flipout / Dense line each backend's run prints (its one table on JAX, the jit-off one on TF).
+BACKEND_RATIO = {
+    "tensorflow": "ratio ours Flipout / keras Dense [jit off]: ",
+    "jax": "ratio ours Flipout / keras Dense [XLA]: ",
+}
+
+
+def compare_backends(args):
+    """`--paired-runs`: JAX's Flipout / Dense ratio over TensorFlow's, pair by pair."""
+    sub_argv = ["--no-jit", "--steps", str(args.steps), "--repeats", str(args.repeats),
+                "--warmup-steps", str(args.warmup_steps), "--batch-size", str(args.batch_size),
+                "--num-examples", str(args.num_examples), "--rows", str(args.rows),
+                "--seed", str(args.seed)] + (["--quick"] if args.quick else [])
+    pairs = []
+    for pair in range(args.paired_runs):
+        order = _common.BACKENDS if pair % 2 == 0 else _common.BACKENDS[::-1]
+        ratios = {}
+        for backend in order:
+            code, out = _common.run_with_backend(__file__, sub_argv, backend)
+            if code:
+                print(f"the {backend} run failed (exit code {code})")
+                return code
+            ratios[backend] = backend_ratio(out, backend)
+        pairs.append(ratios)
+    print(paired_summary(pairs))
+    return 0
+
+
+def backend_ratio(output, backend):
+    """The Flipout / Dense ratio printed by one backend's run, as a float (nan if not timed)."""
+    label = BACKEND_RATIO[backend]
+    for line in output.splitlines():
+        if line.startswith(label):
+            value = line[len(label):].split()[0]
+            return float("nan") if value == "n/a" else float(value)
+    raise RuntimeError(f"the {backend} run printed no line {label.strip()!r}")
+
+
+def paired_summary(pairs):
+    """The report of `--paired-runs`: one line per pair, then the median JAX / TF quotient."""
+    lines = ["", "Flipout / Dense step ratio on each backend, pairs of runs back to back"]
+    quotients = []
+    for index, ratios in enumerate(pairs, 1):
+        quotient = ratios["jax"] / ratios["tensorflow"]
+        quotients.append(quotient)
+        lines.append(f"  pair {index}: TensorFlow {ratios['tensorflow']:.2f}, "
+                     f"JAX {ratios['jax']:.2f}, JAX / TensorFlow {quotient:.3f}")
+    median = float(np.median(quotients))
+    verdict = "PASS" if median <= 1.1 else "MISS"
+    lines.append(f"ratio JAX Flipout/Dense over TensorFlow's [median of {len(pairs)} pairs]: "
+                 f"{median:.3f}   (range {min(quotients):.3f}-{max(quotients):.3f}; "
+                 f"target <= 1.1: {verdict})")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`run_benchmark(name, *argv, ratios=())`: a script of benchmarks/ run in-process, its stdout.
+"""`run_benchmark(name, *argv, ratios=())`: a script of benchmarks/ run in-process, its stdout;
+`benchmark_module(name)`: the script imported, for its functions.
 
 The scripts' `main(argv)` is what `python benchmarks/NAME.py ARGV` runs; in
 this process it skips a TensorFlow start-up per script.
@@ -15,10 +16,23 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture
-def run_benchmark(capsys, monkeypatch):
+def benchmark_module(monkeypatch):
     # As `python benchmarks/NAME.py` would: the script's own folder first on
     # sys.path, for its private modules (`_common` then puts the repository there).
     monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(f"_benchmark_{name}",
+                                                      BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture
+def run_benchmark(capsys, benchmark_module):
     # The scripts quiet TensorFlow's logger (level ERROR) for their process;
     # here that process is a test worker, whose later tests read warnings.
     logger = tf.get_logger()
@@ -26,10 +40,7 @@ def run_benchmark(capsys, monkeypatch):
 
     def run(name, *argv, ratios=()):
         """Also checks that each line of `ratios` is printed with a positive number."""
-        spec = importlib.util.spec_from_file_location(f"_benchmark_{name}",
-                                                      BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = benchmark_module(name)
         assert module.main(list(argv)) == 0
         out = capsys.readouterr().out
         for label in ratios:
