@@ -99,14 +99,19 @@ class Sylvester(_common.FlowBijector):
         t = _common.diagonal(self._r_tilde_raw)
         return _common.upper_with_diagonal(self._r_tilde_raw, ops.exp(t))
 
+    # Matmuls, not einsums: TensorFlow 2.18's oneDNN einsum (the default on
+    # CPUs with AVX-512 VNNI/BF16/AMX, and setup.py's floor) gives wrong
+    # results in eager mode for "...d,dm->...m" from a batch of about 64 rows
+    # (tests/flows/test_sylvester.py).
     def _preactivation(self, x, q):
-        projected = ops.einsum("...d,dm->...m", x, q)
-        return ops.einsum("...m,nm->...n", projected, self.r_tilde()) + self._b
+        projected = ops.matmul(x, q)  # Q^T z, [..., M]
+        return ops.matmul(projected, ops.transpose(self.r_tilde())) + self._b
 
     def _forward(self, x):
         q = self.q()
         hidden = ops.tanh(self._preactivation(x, q))
-        return x + ops.einsum("...n,mn,dm->...d", hidden, self.r(), q)
+        # Q R h for each row: (h R^T) Q^T.
+        return x + ops.matmul(ops.matmul(hidden, ops.transpose(self.r())), ops.transpose(q))
 
     def _forward_log_det_jacobian(self, x):
         a = self._preactivation(x, self.q())
