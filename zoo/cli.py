@@ -77,9 +77,15 @@ def build_parser():
                        help="run directory (default runs/MODEL-DATASET-splitK-seedS)")
     train.add_argument("--batch-size", type=flags.batch_size, default=None,
                        help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
+    train.add_argument("--budget-steps", type=flags.budget_steps, default=None,
+                       help="only with model 'auto': training steps of the search, which "
+                            "make its choice the same on any machine (default "
+                            f"{flags.DEFAULT_BUDGET_STEPS:,}, at most "
+                            f"{flags.MAX_BUDGET_STEPS:,})")
     train.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
-                       help="only with model 'auto': wall-time budget of the search "
-                            f"(default 3, at most {flags.MAX_BUDGET_MINUTES:,})")
+                       help="only with model 'auto': an optional wall-time cap of the "
+                            "search (the choice then depends on the machine; at most "
+                            f"{flags.MAX_BUDGET_MINUTES:,})")
     train.add_argument("--samples", type=flags.sample_count, default=100,
                        help="Monte Carlo samples at test time (default 100, at most "
                             f"{flags.MAX_SAMPLES:,}; {SAMPLES_COST})")
@@ -145,9 +151,11 @@ def _train(args):
             raise ValueError(f"{given[0]}: model 'auto' chooses its own settings (name a "
                              "model to set them).")
     else:
-        if args.budget_minutes is not None:
-            raise ValueError(f"--budget-minutes: only model 'auto' searches within a time "
-                             f"budget; {args.model!r} trains for --epochs (drop the flag).")
+        for flag, value in (("--budget-steps", args.budget_steps),
+                            ("--budget-minutes", args.budget_minutes)):
+            if value is not None:
+                raise ValueError(f"{flag}: only model 'auto' searches within a budget; "
+                                 f"{args.model!r} trains for --epochs (drop the flag).")
         registry.check_overrides(args.model, args.overrides)
     name = limits.printable(str(args.dataset).rstrip('/').split('/')[-1])  # UTF-8 for TF
     out = args.out or f"runs/{args.model}-{name}-split{args.split}-seed{args.seed}"
@@ -158,7 +166,8 @@ def _train(args):
         args.model, args.dataset, out, split=args.split, epochs=args.epochs, seed=args.seed,
         strategy=args.strategy, batch_size=args.batch_size, num_samples=args.samples,
         verbose=0 if args.quiet else 1, overrides=args.overrides,
-        checkpoint_seconds=args.checkpoint_seconds, budget_minutes=args.budget_minutes)
+        checkpoint_seconds=args.checkpoint_seconds, budget_steps=args.budget_steps,
+        budget_minutes=args.budget_minutes)
     _print_metrics(result, "test: ")
     print(f"wrote {out} ({result['total_seconds']:.1f} s)")
     return 0

@@ -120,10 +120,10 @@ CASES = [
     ("main_job_epochs_underscore", ["--epochs", "1_0"], "--epochs: must be an int, got '1_0'"),
     # --budget-minutes is the search's: a named model does not search
     ("budget_minutes_for_a_named_model", _train("--budget-minutes", "5"),
-     "--budget-minutes: only model 'auto' searches within a time budget; 'bbb_mlp' trains"),
+     "--budget-minutes: only model 'auto' searches within a budget; 'bbb_mlp' trains"),
     ("benchmark_budget_for_a_named_model", ["benchmark", "uci", "--dataset", "yacht",
                                             "--model", "bbb_mlp", "--budget-minutes", "5"],
-     "--budget-minutes: only --model auto searches within a time budget"),
+     "--budget-minutes: only --model auto searches within a budget"),
     ("set_length_scale_squared_overflows", _set("length_scale=1e300", model="mc_dropout_mlp"),
      "`length_scale` must be a finite number > 0 whose square is finite"),
 ]

@@ -182,7 +182,7 @@ def _summary(values):
     return {"mean": float(np.mean(values)), "se": standard_error(values)}
 
 
-def _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose):
+def _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minutes, verbose):
     """`--model auto`: per split, `zoo.run.auto` chooses on that split's training rows only."""
     rows = []
     start = time.perf_counter()
@@ -190,21 +190,24 @@ def _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose):
         split_start = time.perf_counter()
         train, test = data.splits[k]
         result = auto_run.auto(data.x[train], data.y[train], data.x[test], data.y[test],
-                               seed=seed + k, budget_minutes=budget_minutes,
-                               num_samples=num_samples, candidates=auto_run.CANDIDATES)
+                               seed=seed + k, budget_steps=budget_steps,
+                               budget_minutes=budget_minutes, num_samples=num_samples,
+                               candidates=auto_run.CANDIDATES)
         selection = result.selection
         row = {"split": k, "rmse": result.scores["rmse"],
                "ll": result.scores["log_likelihood"],
                "seconds": time.perf_counter() - split_start,
-               "chosen": selection.candidate.name, "selection": selection.to_json()}
+               "chosen": selection.candidate.name, "selection": selection.to_json(),
+               "refit": result.refit}
         rows.append(row)
         if verbose:
             print(f"{name} auto split {k + 1:2d}/{splits}: {row['chosen']} "
-                  f"({selection.epochs} epochs{', budget hit' if selection.budget_hit else ''})"
+                  f"({selection.epochs} epochs{', budget hit' if selection.budget_hit else ''}"
+                  f"{', the search model kept' if result.refit['kept'] != 'refit' else ''})"
                   f"  RMSE {row['rmse']:.3f}  LL {row['ll']:.3f}  {row['seconds']:.0f}s",
                   flush=True)
         keras.backend.clear_session()
-    settings = {"budget_minutes": budget_minutes,
+    settings = {"budget_steps": budget_steps, "budget_minutes": budget_minutes,
                 "candidates": [c.to_json() for c in auto_run.CANDIDATES]}
     return {"dataset": name, "model": "auto", "settings": settings, "seed": seed,
             "validation": False, "num_samples": num_samples, "num_splits": splits,
@@ -215,7 +218,7 @@ def _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose):
 
 def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbose=True,
         validation=False, build_model=None, overrides=None,
-        budget_minutes=auto_run.DEFAULT_BUDGET_MINUTES):
+        budget_steps=auto_run.DEFAULT_BUDGET_STEPS, budget_minutes=None):
     """Runs the benchmark protocol for one model on one dataset.
 
     Args:
@@ -240,8 +243,10 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         overrides: dict replacing entries of the dataset's settings (e.g.
             {"hidden_units": (100,), "batch_size": 64}), for trying
             settings on validation.
-        budget_minutes: with model="auto", the wall-time budget of each
-            split's search and refit.
+        budget_steps: with model="auto", the training steps of each split's
+            search (`zoo.run.auto.select`).
+        budget_minutes: with model="auto", None or a wall-time cap of each
+            split's search.
 
     Returns:
         dict with `dataset`, `model`, `settings`, `rows` (per split:
@@ -283,8 +288,11 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
             raise ValueError(f"model 'auto' chooses its own settings on each split's training "
                              f"rows: `{'validation' if validation else unused[0]}` does not "
                              "apply.")
-        budget_minutes = check.positive("budget_minutes", budget_minutes)
-        return _run_auto(data, name, splits, seed, num_samples, budget_minutes, verbose)
+        budget_steps = check.integer("budget_steps", budget_steps)
+        if budget_minutes is not None:
+            budget_minutes = check.positive("budget_minutes", budget_minutes)
+        return _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minutes,
+                         verbose)
     settings = settings_for(name, model)
     settings.update(overrides or {})
     if epochs is not None:
@@ -338,9 +346,11 @@ def main(argv=None):
     if args.model == "auto" and (args.validation or args.epochs is not None):
         parser.error(f"--model auto chooses its own settings on each split's training rows: "
                      f"{'--validation' if args.validation else '--epochs'} does not apply.")
-    if args.model != "auto" and args.budget_minutes is not None:
-        parser.error(f"--budget-minutes: only --model auto searches within a time budget; "
-                     f"{args.model!r} does not.")
+    for flag, value in (("--budget-steps", args.budget_steps),
+                        ("--budget-minutes", args.budget_minutes)):
+        if args.model != "auto" and value is not None:
+            parser.error(f"{flag}: only --model auto searches within a budget; "
+                         f"{args.model!r} does not.")
     try:
         data = load_dataset(args.dataset)
     except ValueError as error:
@@ -354,8 +364,9 @@ def main(argv=None):
     def work():
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
                      num_samples=args.samples, validation=args.validation,
-                     budget_minutes=(auto_run.DEFAULT_BUDGET_MINUTES if args.budget_minutes
-                                     is None else args.budget_minutes))
+                     budget_steps=(auto_run.DEFAULT_BUDGET_STEPS if args.budget_steps
+                                   is None else args.budget_steps),
+                     budget_minutes=args.budget_minutes)
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))
         return result, json.dumps(result, indent=1)

@@ -24,9 +24,13 @@ def build_parser():
                              "the model and its epochs on each split's training rows; or "
                              "'best' for the hand-chosen model of the five datasets "
                              "(the record behind BENCHMARKS.md)")
+    parser.add_argument("--budget-steps", type=flags.budget_steps, default=None,
+                        help="only with --model auto: training steps of each split's search "
+                             f"(default {flags.DEFAULT_BUDGET_STEPS:,}); the choice is then "
+                             "the same on any machine")
     parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
-                        help="only with --model auto: wall-time budget of each split's search "
-                             "and refit (default 3)")
+                        help="only with --model auto: an optional wall-time cap of each "
+                             "split's search (the choice then depends on the machine)")
     parser.add_argument("--splits", type=flags.split_count, default=None,
                         help="run the first N splits (default: all, 5 for protein)")
     parser.add_argument("--epochs", type=flags.epoch_count, default=None,

@@ -13,23 +13,34 @@ ICML), who chose hyperparameters on a validation cut of each split's training ro
 early stopping on validation likelihood is that of Lakshminarayanan et al. (2017,
 NeurIPS), the candidates the zoo's families (MC dropout, Flipout, Bayes by Backprop, deep
 ensembles, DVI by Wu et al. 2019, ICLR). Deviation from those papers: one random cut
-rather than a k-fold or Bayesian-optimisation search, so the whole search fits a wall-time
+rather than a k-fold or Bayesian-optimisation search, so the whole search fits a compute
 budget on 2 cores.
 
+The budget counts work, not time: `budget_steps` training steps (minibatch updates) over
+the whole search, so the choice depends on the seed and the data alone, not on how busy the
+machine is. A candidate whose run would pass the budget trains until it is spent (its
+learning-rate schedule unchanged) and the rest are skipped, in list order.
+`budget_minutes` is an optional wall-time cap on top, for a user in a hurry; a search it
+cuts is no longer reproducible, and says so (`Selection.minutes_cut`).
+
 Each candidate (`zoo.run.candidates`) trains for at most `Candidate.max_epochs`: its step
-budget / batches per epoch, so small data gets more epochs and large data no more steps.
-The validation predictive is checked NUM_CHECKS times over that run (T = VALIDATION_SAMPLES
-Monte Carlo samples; one pass for a sampling-free model, the M members of a deterministic
-ensemble: `zoo.run.scoring.predict`); a candidate stops after PATIENCE checks without a
-better log-likelihood.
+budget / batches per epoch, with the batch grown on large tables so that the epochs, and
+with them the rows trained on, scale with the data. The validation predictive is checked
+NUM_CHECKS times over that run (T = VALIDATION_SAMPLES Monte Carlo samples; one pass for a
+sampling-free model, the M members of a deterministic ensemble:
+`zoo.run.scoring.predict`); a candidate stops after PATIENCE checks without a better
+log-likelihood, and its weights at the best check are kept.
+
+The refit is guarded (`zoo.run.auto_refit`): it trains on all training rows but a guard
+slice of the validation rows, and is kept only if its log-likelihood on that slice is not
+clearly below that of the search's own model of the chosen candidate, which then replaces
+it.
 
 `auto`'s docstring has an example that runs in a few seconds.
 """
 
 import dataclasses
-import json
 import math
-import os
 import time
 import typing
 
@@ -38,18 +49,17 @@ import numpy as np
 
 from tfp_bnn import _validation as check
 from tfp_bnn.data import Standardizer
-from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.predict import limits
+from zoo.run import auto_refit
+from zoo.run import flags
 from zoo.run import scoring
 from zoo.run.candidates import CANDIDATES
 from zoo.run.candidates import Candidate
 from zoo.run.candidates import check_candidates
 from zoo.run.candidates import plain
 
-# Search and refit of a split of a < 2,000-row table with the default candidates take
-# about this long on 2 cores; the search stops at SEARCH_SHARE of it, the refit gets the rest.
-DEFAULT_BUDGET_MINUTES = 3.0
-SEARCH_SHARE = 0.8
+# Training steps of the whole search (a smaller budget cuts the tail of the candidates).
+DEFAULT_BUDGET_STEPS = flags.DEFAULT_BUDGET_STEPS
 VALIDATION_FRACTION = 0.2
 VALIDATION_SAMPLES = 20
 NUM_CHECKS = 20
@@ -67,7 +77,9 @@ class Trial:
     """One candidate's search: best validation scores (original units) and when.
 
     `curve` holds (epoch, log-likelihood, rmse) per check, None for a non-finite score;
-    `cut_by_budget` says the budget stopped it before its own end.
+    `steps` the training steps it took; `cut_by_budget` says the budget (steps, or the
+    minutes cap) stopped it before its own end. `weights` are the model's weights at the
+    best check (not compared, not in the JSON).
     """
 
     name: str
@@ -78,9 +90,15 @@ class Trial:
     seconds: float
     curve: tuple
     cut_by_budget: bool = False
+    steps: int = 0
+    batch_size: int = 0
+    weights: typing.Optional[list] = dataclasses.field(default=None, compare=False,
+                                                       repr=False)
 
     def to_json(self):
-        return plain(dataclasses.asdict(self))
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name != "weights"}
+        return plain(fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +108,12 @@ class Selection:
     Attributes:
         candidate: the chosen `Candidate`; epochs: its best epoch count.
         trials: a `Trial` per candidate tried, in the order tried.
-        budget_hit: the wall-time budget stopped the search; skipped: the names of the
-            candidates it left untried.
-        seed, validation_fraction, budget_minutes, num_fit, num_validation, seconds: the
-            search's arguments, part sizes and wall time.
+        budget_hit: the budget (steps, or the minutes cap) stopped the search; skipped:
+            the names of the candidates it left untried.
+        minutes_cut: the wall-time cap stopped it (the choice may then differ from run to
+            run); steps: the training steps the search took.
+        seed, validation_fraction, budget_steps, budget_minutes, num_fit, num_validation,
+            seconds: the search's arguments, part sizes and wall time.
     """
 
     candidate: Candidate
@@ -103,15 +123,23 @@ class Selection:
     skipped: tuple
     seed: int
     validation_fraction: float
-    budget_minutes: float
+    budget_minutes: typing.Optional[float]
     num_fit: int
     num_validation: int
     seconds: float
+    budget_steps: int = DEFAULT_BUDGET_STEPS
+    steps: int = 0
+    minutes_cut: bool = False
 
     @property
     def max_epochs(self):
         """The chosen candidate's epoch budget in the search (its cosine decay's length)."""
-        return next(t.max_epochs for t in self.trials if t.name == self.candidate.name)
+        return self.chosen_trial.max_epochs
+
+    @property
+    def chosen_trial(self):
+        """The `Trial` of the chosen candidate."""
+        return next(t for t in self.trials if t.name == self.candidate.name)
 
     def to_json(self):
         """A dict of plain JSON types (no NaN: non-finite scores are None)."""
@@ -122,16 +150,18 @@ class Selection:
 
 
 class _ValidationChecks(keras.callbacks.Callback):
-    """Scores the validation predictive every `every` epochs; early stopping and budget."""
+    """Scores the validation predictive every `every` epochs; early stopping, the best
+    check's weights, and the wall-time cap."""
 
     def __init__(self, x, y_raw, scaler, every, last, deadline):
         super().__init__()
         self.x, self.y_raw, self.scaler = x, y_raw, scaler
         self.every, self.last, self.deadline = every, last, deadline
         self.curve, self.best, self.best_check, self.cut = [], None, 0, False
+        self.epochs_done, self.best_weights = 0, None
 
     def on_epoch_end(self, epoch, logs=None):
-        done = epoch + 1
+        done = self.epochs_done = epoch + 1
         if done % self.every and done != self.last:
             return
         prediction, _ = scoring.predict(self.model, self.x, VALIDATION_SAMPLES)
@@ -141,6 +171,7 @@ class _ValidationChecks(keras.callbacks.Callback):
         self.curve.append((done, ll, rmse))
         if ll is not None and (self.best is None or ll > self.best[1]):
             self.best, self.best_check = (done, ll, rmse), len(self.curve) - 1
+            self.best_weights = [np.array(w) for w in self.model.get_weights()]
         if ll is None or len(self.curve) - 1 - self.best_check >= PATIENCE:
             self.model.stop_training = True  # diverged, or no better for PATIENCE checks
         elif time.perf_counter() >= self.deadline and done != self.last:
@@ -167,17 +198,24 @@ def _table(name, values, rows=None, target=False):
     return values.astype(np.float64)[:, 0] if target else values.astype(np.float64)
 
 
-def _check_search(x, y, seed, budget_minutes, candidates, validation_fraction):
+def _check_search(x, y, seed, budget_steps, budget_minutes, candidates, validation_fraction):
     x = _table("x", x)
     y = _table("y", y, rows=len(x), target=True)
     seed = check.seed(seed)
-    budget_minutes = check.positive("budget_minutes", budget_minutes)
+    budget_steps = check.integer("budget_steps", budget_steps)
+    if budget_minutes is not None:
+        budget_minutes = check.positive("budget_minutes", budget_minutes)
     fraction = check.number("validation_fraction", validation_fraction, 0.0, 1.0, True, True)
     held = int(round(len(x) * fraction))
     if min(held, len(x) - held) < MIN_PART_ROWS:
         raise ValueError(f"`x` has {len(x)} rows: too few to hold out {fraction:.0%} for "
                          f"validation with at least {MIN_PART_ROWS} rows in each part.")
-    return x, y, seed, budget_minutes, check_candidates(candidates), fraction, held
+    candidates = check_candidates(candidates)
+    first_epoch = candidates[0].steps_per_epoch(len(x) - held)
+    if budget_steps < first_epoch:
+        raise ValueError(f"`budget_steps` is {budget_steps}: below one epoch of the first "
+                         f"candidate on {len(x) - held} rows ({first_epoch} steps).")
+    return x, y, seed, budget_steps, budget_minutes, candidates, fraction, held
 
 
 def _scaled(x_scaler, y_scaler, x, y):
@@ -185,58 +223,77 @@ def _scaled(x_scaler, y_scaler, x, y):
             y_scaler.transform(y).astype("float32"))
 
 
-def _try(candidate, fit, validation, seed, deadline):
-    """Trains `candidate` on `fit` with checks on `validation`; returns its `Trial`."""
+def cut(num_rows, seed, held):
+    """(fit rows, validation rows) of the search: `held` rows at random (seeded) held out."""
+    order = np.random.default_rng(seed).permutation(num_rows)
+    return order[held:], order[:held]
+
+
+def _try(candidate, fit, validation, seed, steps_left, deadline):
+    """Trains `candidate` on `fit` with checks on `validation`, within `steps_left`
+    training steps and the `deadline`; returns its `Trial` and whether the deadline cut it."""
     begin = time.perf_counter()
     (x, y), (x_val, y_val_raw), y_scaler = fit, validation[:2], validation[2]
+    batch_size, per_epoch = candidate.batch_for(len(x)), candidate.steps_per_epoch(len(x))
     epochs = candidate.max_epochs(len(x))
-    decay = epochs * steps_per_epoch(len(x), candidate.batch_size)
-    model = candidate.build(x.shape[1:], len(x), seed, decay)
+    allowed = min(epochs, steps_left // per_epoch)  # >= 1: `select` checked it
+    model = candidate.build(x.shape[1:], len(x), seed, epochs * per_epoch)
     checks = _ValidationChecks(x_val, y_val_raw, y_scaler, max(1, epochs // NUM_CHECKS),
-                               epochs, deadline)
-    scoring.fit(model, x, y, epochs, candidate.batch_size, seed=seed, callbacks=[checks],
+                               allowed, deadline)
+    scoring.fit(model, x, y, allowed, batch_size, seed=seed, callbacks=[checks],
                 seeded_batches=True)
     keras.backend.clear_session()
     best = checks.best or (checks.curve[-1][0], None, None)
+    steps_cut = allowed < epochs and checks.epochs_done == allowed
     return Trial(candidate.name, best[1], best[2], best[0], epochs,
-                 time.perf_counter() - begin, tuple(checks.curve), checks.cut)
+                 time.perf_counter() - begin, tuple(checks.curve), checks.cut or steps_cut,
+                 checks.epochs_done * per_epoch, batch_size, checks.best_weights), checks.cut
 
 
-def select(x, y, seed=0, budget_minutes=DEFAULT_BUDGET_MINUTES, candidates=CANDIDATES,
-           validation_fraction=VALIDATION_FRACTION, verbose=False):
+def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
+           candidates=CANDIDATES, validation_fraction=VALIDATION_FRACTION, verbose=False):
     """Chooses a candidate and its epochs on a validation cut of the training rows.
 
     Args:
         x: training inputs [n, d], raw (not standardised); y: targets [n] or [n, 1].
         seed: int >= 0: the cut, initial weights, noise and shuffling.
-        budget_minutes: wall-time cap of the search (SEARCH_SHARE of it; the rest is
-            left for `auto`'s refit). Past it no further candidate starts and the one
-            training stops at its next check (recorded as cut).
-        candidates: `Candidate`s, best first (what a hit budget skips is the tail).
+        budget_steps: training steps of the whole search (an int >= 1). A candidate
+            whose run would pass it trains until it is spent; then no further
+            candidate starts.
+        budget_minutes: None, or a wall-time cap of the search: past it no further
+            candidate starts and the one training stops at its next check (recorded;
+            the choice then depends on the machine's speed and load).
+        candidates: `Candidate`s, best first (what a spent budget skips is the tail).
         validation_fraction: in (0, 1): share of the rows held out.
         verbose: print one line per trial.
 
     Returns:
-        A `Selection`: reproducible given the seed when `budget_hit` is False.
+        A `Selection`, the same for the same data, seed and arguments unless the minutes
+        cap cut it.
     """
-    x, y, seed, budget_minutes, candidates, fraction, held = _check_search(
-        x, y, seed, budget_minutes, candidates, validation_fraction)
+    x, y, seed, budget_steps, budget_minutes, candidates, fraction, held = _check_search(
+        x, y, seed, budget_steps, budget_minutes, candidates, validation_fraction)
     begin = time.perf_counter()
-    deadline = begin + SEARCH_SHARE * budget_minutes * 60.0
-    order = np.random.default_rng(seed).permutation(len(x))
-    fit_rows, val_rows = order[held:], order[:held]
+    deadline = math.inf if budget_minutes is None else begin + budget_minutes * 60.0
+    fit_rows, val_rows = cut(len(x), seed, held)
     x_scaler, y_scaler = Standardizer().fit(x[fit_rows]), Standardizer().fit(y[fit_rows])
     fit = _scaled(x_scaler, y_scaler, x[fit_rows], y[fit_rows])
     validation = (x_scaler.transform(x[val_rows]).astype("float32"), y[val_rows], y_scaler)
-    trials = []
+    trials, used, minutes_cut = [], 0, False
     for index, candidate in enumerate(candidates):
         if index and time.perf_counter() >= deadline:
+            minutes_cut = True
             break
-        trials.append(_try(candidate, fit, validation, seed, deadline))
+        if budget_steps - used < candidate.steps_per_epoch(len(fit_rows)):
+            break  # not one epoch left
+        trial, cut_now = _try(candidate, fit, validation, seed, budget_steps - used, deadline)
+        trials.append(trial)
+        used, minutes_cut = used + trial.steps, minutes_cut or cut_now
         if verbose:
             t = trials[-1]
             print(f"auto: {t.name}: validation LL {t.log_likelihood}, RMSE {t.rmse}, "
-                  f"best epochs {t.best_epochs}/{t.max_epochs}, {t.seconds:.0f}s", flush=True)
+                  f"best epochs {t.best_epochs}/{t.max_epochs}, {t.steps} steps, "
+                  f"{t.seconds:.0f}s", flush=True)
     scored = [t for t in trials if t.log_likelihood is not None]
     if not scored:
         raise ValueError("auto: no candidate reached a finite validation log-likelihood "
@@ -246,18 +303,21 @@ def select(x, y, seed=0, budget_minutes=DEFAULT_BUDGET_MINUTES, candidates=CANDI
     return Selection(next(c for c in candidates if c.name == best.name), best.best_epochs,
                      tuple(trials), bool(skipped) or any(t.cut_by_budget for t in trials),
                      skipped, seed, fraction, budget_minutes, len(fit_rows), len(val_rows),
-                     time.perf_counter() - begin)
+                     time.perf_counter() - begin, budget_steps, used, minutes_cut)
 
 
 class AutoResult(typing.NamedTuple):
-    """What `auto` returns: the refitted model, the selection, the test scores (or None),
-    and the training rows' standardisers the model expects its data through."""
+    """What `auto` returns: the kept model (the refit, or the search's model where the
+    guard replaced it), the selection, the test scores (or None), the standardisers the
+    model expects its data through, and the refit guard's record
+    (`zoo.run.auto_refit`)."""
 
     model: keras.Model
     selection: Selection
     scores: typing.Optional[dict]
     x_scaler: Standardizer
     y_scaler: Standardizer
+    refit: typing.Optional[dict] = None
 
     def predict(self, x, num_samples=100):
         """The predictive distribution at raw inputs `x`, in the target's units."""
@@ -267,21 +327,25 @@ class AutoResult(typing.NamedTuple):
 
 
 def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
-         budget_minutes=DEFAULT_BUDGET_MINUTES, num_samples=100, verbose=False,
-         candidates=CANDIDATES):
-    """`select` on the training rows, refit the choice on all of them, score the test rows.
+         budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None, num_samples=100,
+         verbose=False, candidates=CANDIDATES):
+    """`select` on the training rows, a guarded refit of the choice, score the test rows.
 
-    The refit builds the chosen candidate on all training rows (standardised with their
-    statistics) with the search's cosine decay length (in epochs) and trains it for the
-    chosen epochs, so its learning rate follows the search's run up to the best check.
+    The refit (`zoo.run.auto_refit`) builds the chosen candidate on the training rows but
+    a guard slice of the validation rows, standardised with their statistics, with the
+    search's cosine decay length (in epochs), and trains it for the chosen epochs, so its
+    learning rate follows the search's run up to the best check; the epochs stay, so the
+    steps grow with the rows. It is kept unless it does clearly worse than the search's own
+    model on the guard slice, which then replaces it.
 
     Args:
         x_train: raw training inputs [n, d] (not standardised).
         y_train: raw training targets [n] or [n, 1].
-        x_test: raw test inputs, or None; read only to score the refitted model.
+        x_test: raw test inputs, or None; read only to score the kept model.
         y_test: raw test targets, or None (given exactly when `x_test` is).
         seed: int >= 0: the validation cut, initial weights, noise and shuffling.
-        budget_minutes: wall-time cap of the search and refit, in minutes.
+        budget_steps: training steps of the search (see `select`).
+        budget_minutes: None, or a wall-time cap of the search (see `select`).
         num_samples: T, Monte Carlo samples of the test predictive (at most
             1,000,000, as in `tfp_bnn.predict`; checked with the test rows'
             storage before the search starts).
@@ -289,7 +353,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         candidates: `Candidate`s, best first (default `CANDIDATES`).
 
     Returns:
-        `AutoResult(model, selection, scores, x_scaler, y_scaler)`; scores as
+        `AutoResult(model, selection, scores, x_scaler, y_scaler, refit)`; scores as
         `zoo.run.scoring.regression_scores` (plus predict and train seconds) or None.
 
     Example:
@@ -301,13 +365,15 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
     >>> result = zoo.auto(x[:50], y[:50], x[50:], y[50:], seed=0, candidates=tiny, num_samples=10)
     >>> result.selection.candidate.name, sorted(result.scores)[:3]
     ('small_dropout', ['coverage_95', 'log_likelihood', 'mean_stddev'])
+    >>> result.refit["guard_rows"], result.refit["refit_rows"]   # 5 of the 10 validation rows
+    (5, 45)
     >>> prediction = result.predict(x[50:52])  # in the data's units
     >>> prediction.mean.shape
     (2, 1)
     """
     num_samples = check.integer("num_samples", num_samples, maximum=limits.MAX_NUM_SAMPLES)
-    x, y, *_ = _check_search(x_train, y_train, seed, budget_minutes, candidates,
-                             VALIDATION_FRACTION)
+    x, y, seed, budget_steps, budget_minutes, candidates, _, held = _check_search(
+        x_train, y_train, seed, budget_steps, budget_minutes, candidates, VALIDATION_FRACTION)
     if (x_test is None) != (y_test is None):
         raise ValueError("`x_test` and `y_test` go together: give both or neither.")
     if x_test is not None:
@@ -320,71 +386,20 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         # not after the search and the refit.
         limits.check_storage((2, num_samples, len(x_test)), np.float64,
                              "The test predictive's sampled means and variances")
-    selection = select(x, y, seed, budget_minutes, candidates, verbose=verbose)
-    chosen = selection.candidate
-    x_scaler, y_scaler = Standardizer().fit(x), Standardizer().fit(y)
-    x_std, y_std = _scaled(x_scaler, y_scaler, x, y)
-    decay = selection.max_epochs * steps_per_epoch(len(x), chosen.batch_size)
-    model = chosen.build(x.shape[1:], len(x), seed, decay)
-    _, train_seconds = scoring.fit(model, x_std, y_std, selection.epochs, chosen.batch_size,
-                                   seed=seed, seeded_batches=True)
+    selection = select(x, y, seed, budget_steps, budget_minutes, candidates, verbose=verbose)
+    fit_rows, validation_rows = cut(len(x), seed, held)
+    kept = auto_refit.guarded_refit(selection, x, y, fit_rows, validation_rows, seed,
+                                    VALIDATION_SAMPLES)
+    if verbose and kept.record["kept"] != "refit":
+        print(f"auto: the refit scored {kept.record['refit_ll']} on the guard rows against "
+              f"{kept.record['search_ll']} for the search's model, which replaces it",
+              flush=True)
     scores = None
     if x_test is not None:
-        scores, _ = scoring.score(model, x_scaler.transform(x_test).astype("float32"), y_test,
-                                  num_samples=num_samples, shift=float(y_scaler.mean),
-                                  scale=float(y_scaler.std))
-        scores["train_seconds"] = train_seconds
-    return AutoResult(model, selection, scores, x_scaler, y_scaler)
-
-
-# A `python -m zoo train auto` run keeps its choice in its checkpoint directory, so that a
-# resumed run trains the same model even where the wall-time budget would cut a repeated
-# search elsewhere.
-CHOICE_FILE = "auto_choice.json"
-CHECKPOINT_FILES = (CHOICE_FILE, CHOICE_FILE + ".tmp")  # what it may leave there
-
-
-def run_choice(x, y, key, backup_dir, name="the data", verbose=False):
-    """The choice of `select` on raw training rows, or the one an interrupted run stored.
-
-    Args:
-        x, y: raw training rows and targets (in the data's units).
-        key: JSON-able dict with at least seed and budget_minutes; a stored choice is
-            reused only under an equal key.
-        backup_dir: the run's checkpoint directory (may not exist).
-        name: the data's name, for the printed lines.
-
-    Returns:
-        dict: model, options, batch_size, epochs, decay_epochs, selection (JSON) and key.
-    """
-    try:
-        with open(os.path.join(backup_dir, CHOICE_FILE), encoding="utf-8") as stream:
-            stored = json.load(stream)
-    except (OSError, ValueError):
-        stored = None
-    if isinstance(stored, dict) and stored.get("key") == key:
-        print(f"auto: {stored['model']} for {stored['epochs']} epochs, as the interrupted run "
-              "chose (no new search)", flush=True)
-        return stored
-    print(f"auto: choosing a model on the {len(x)} training rows of {name} "
-          f"(budget {key['budget_minutes']:g} min)", flush=True)
-    selection = select(x, y, seed=key["seed"], budget_minutes=key["budget_minutes"],
-                       candidates=CANDIDATES, verbose=bool(verbose))
-    chosen = selection.candidate
-    print(f"auto: chose {chosen.name} ({chosen.model}), {selection.epochs} epochs, after "
-          f"{len(selection.trials)} candidate(s) in {selection.seconds:.0f} s", flush=True)
-    return {"model": chosen.model, "options": plain(chosen.options),
-            "batch_size": chosen.batch_size, "epochs": selection.epochs,
-            "decay_epochs": selection.max_epochs, "selection": selection.to_json(), "key": key}
-
-
-def store_choice(backup_dir, choice):
-    """Writes `choice` for a resumed run, atomically; an existing file stays (a resumed
-    run's own, or another run's, whose checkpoint then refuses this run)."""
-    path = os.path.join(backup_dir, CHOICE_FILE)
-    if os.path.exists(path):
-        return
-    os.makedirs(backup_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as stream:
-        json.dump(choice, stream)
-    os.replace(path + ".tmp", path)
+        scores, _ = scoring.score(kept.model, kept.x_scaler.transform(x_test).astype("float32"),
+                                  y_test, num_samples=num_samples,
+                                  shift=float(kept.y_scaler.mean),
+                                  scale=float(kept.y_scaler.std))
+        scores["train_seconds"] = kept.record["refit_seconds"]
+    return AutoResult(kept.model, selection, scores, kept.x_scaler, kept.y_scaler,
+                      plain(kept.record))

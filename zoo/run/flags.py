@@ -44,6 +44,11 @@ MAX_SEED = 2**32 - 1 - MAX_SPLIT
 MAX_CHECKPOINT_SECONDS = 86_400.0
 # --budget-minutes of `--model auto`: a week per split at most.
 MAX_BUDGET_MINUTES = 7 * 24 * 60
+# --budget-steps of `--model auto`: training steps of a search (a week at ~1 ms a step),
+# and its default: the default candidates' own step budgets (10 x 5,000) and a fifth to
+# spare, so that by default no candidate is cut (`zoo.run.auto.DEFAULT_BUDGET_STEPS`).
+MAX_BUDGET_STEPS = 10**9
+DEFAULT_BUDGET_STEPS = 60_000
 # --set VALUE: lists nested at most this deep (hidden_units=[50] is depth 1)
 # and at most this long (layers of an MLP).
 MAX_OVERRIDE_DEPTH = 4
@@ -113,6 +118,7 @@ batch_size = _int_type(1, MAX_BATCH_SIZE)
 thread_count = _int_type(0, MAX_THREADS)  # 0: TensorFlow's default
 split_index = _int_type(0, MAX_SPLIT)
 split_count = _int_type(1, MAX_SPLIT)
+budget_steps = _int_type(1, MAX_BUDGET_STEPS)
 seed = _int_type(0, MAX_SEED)  # 2**32 - 1 - MAX_SPLIT: split K uses seed + K
 
 

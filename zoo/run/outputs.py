@@ -16,7 +16,7 @@ import numpy as np
 
 import tfp_bnn
 from tfp_bnn.callbacks.atomic_backup_and_restore import is_checkpoint_file
-from zoo.run import auto
+from zoo.run import auto_choice
 from zoo.run import distribute
 from zoo.run import plots as run_plots
 
@@ -133,4 +133,4 @@ def publish(staging, directory):
 def checkpoint_file(name):
     """Whether the zoo wrote `name` in a run's checkpoint directory (the callback's files
     and the choice of model 'auto'); only these are deleted with the checkpoint."""
-    return is_checkpoint_file(name) or name in auto.CHECKPOINT_FILES
+    return is_checkpoint_file(name) or name in auto_choice.CHECKPOINT_FILES

@@ -54,6 +54,7 @@ from tfp_bnn.data import shuffled_epochs
 from tfp_bnn.data import steps_per_epoch
 from tfp_bnn.modes import kl_layers
 from zoo.run import auto
+from zoo.run import auto_choice
 from zoo.run import datasets
 from zoo.run import distribute
 from zoo.run import flags
@@ -138,7 +139,7 @@ def _fit(model, task, config, workdir, strategy_object):
                                         fingerprint=run_fingerprint.fingerprint(config, task),
                                         delete_checkpoint=False,
                                         save_interval=config["checkpoint_seconds"],
-                                        shared_files=auto.CHECKPOINT_FILES)
+                                        shared_files=auto_choice.CHECKPOINT_FILES)
     first = backup.restored_epoch()
     if first >= epochs:  # killed after training, before the results were written
         backup.restore(model)
@@ -179,19 +180,19 @@ def _keep_last_good(model, error, directory, staging, chief):
 
 
 def _auto_choice(task, key, backup_dir, verbose):
-    """`zoo.run.auto.run_choice` on the training rows of a regression table."""
+    """`zoo.run.auto_choice.run_choice` on the training rows of a regression table."""
     if task.task != "regression" or task.kind != "table":
         raise ValueError(f"Model 'auto' chooses among the zoo's regression models for tables; "
                          f"{task.name!r} is {task.task} on {task.kind} inputs: name a model.")
     # The targets in the data's units, so that the search ranks log-likelihoods in them.
-    return auto.run_choice(task.x_train, task.y_train * task.y_scale + task.y_shift, key,
+    return auto_choice.run_choice(task.x_train, task.y_train * task.y_scale + task.y_shift, key,
                            backup_dir, name=task.name, verbose=verbose)
 
 
 def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
                        strategy="default", batch_size=None, num_samples=NUM_SAMPLES,
                        verbose=1, overrides=None, checkpoint_seconds=CHECKPOINT_SECONDS,
-                       budget_minutes=None):
+                       budget_steps=None, budget_minutes=None):
     """Trains `model_name` on `dataset`, scores it and writes the run directory.
 
     Every argument, the data and the model are checked before anything is
@@ -205,10 +206,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     Args:
         model_name: a name from `zoo.list_models()`, or "auto": a regression model and
             its settings chosen on the split's training rows (`zoo.run.auto.select`, within
-            `budget_minutes`) before the run trains it; the choice and every candidate's
-            validation scores go into results.json ("selection"). The checkpoint keeps the
-            choice: a resumed run trains it without searching again (a budget-cut search
-            could choose otherwise).
+            `budget_steps`) before the run trains it on all of them (unguarded: the run
+            is the refit); the choice and every candidate's validation scores go into
+            results.json ("selection"). The checkpoint keeps the choice: a resumed run
+            trains it without searching again.
         dataset: a built-in name or a path (see `zoo.run.datasets.load`).
         out: the run directory (new, empty, or an interrupted run's).
         split: split index; epochs: None for `default_epochs`; seed: int.
@@ -219,8 +220,10 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
             every epoch end); the last epoch is always saved.
-        budget_minutes: only for "auto": the search's wall-time budget (None:
-            `zoo.run.auto.DEFAULT_BUDGET_MINUTES`); a named model refuses it.
+        budget_steps: only for "auto": training steps of the search (None:
+            `zoo.run.auto.DEFAULT_BUDGET_STEPS`); a named model refuses it.
+        budget_minutes: only for "auto": an optional wall-time cap of the search (None:
+            none); a named model refuses it.
 
     Returns:
         The results dict (also in out/results.json on the chief).
@@ -233,13 +236,16 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         if given:
             raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
                              "apply (name a model to set it).")
-        budget_minutes = check.positive("budget_minutes", auto.DEFAULT_BUDGET_MINUTES
-                                        if budget_minutes is None else budget_minutes)
+        budget_steps = check.integer("budget_steps", auto.DEFAULT_BUDGET_STEPS
+                                     if budget_steps is None else budget_steps)
+        if budget_minutes is not None:
+            budget_minutes = check.positive("budget_minutes", budget_minutes)
     else:
         registry.get_spec(model_name)
-        if budget_minutes is not None:
-            raise ValueError(f"`budget_minutes` applies only to model 'auto' (a search within "
-                             f"a time budget); {model_name!r} trains for `epochs`.")
+        for flag, value in (("budget_steps", budget_steps), ("budget_minutes", budget_minutes)):
+            if value is not None:
+                raise ValueError(f"`{flag}` applies only to model 'auto' (a search within a "
+                                 f"budget); {model_name!r} trains for `epochs`.")
     batch_size = check.integer("batch_size", BATCH_SIZE if batch_size is None else batch_size)
     num_samples = check.integer("num_samples", num_samples)
     seed = check.seed(seed)
@@ -259,6 +265,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     choice = None
     if choose:
         choice = _auto_choice(task, {"dataset": str(dataset), "split": split, "seed": seed,
+                                     "budget_steps": budget_steps,
                                      "budget_minutes": budget_minutes,
                                      "data": run_fingerprint.data_digest(task),
                                      "candidates": [c.to_json() for c in auto.CANDIDATES]},
@@ -282,7 +289,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
     num_train = len(task.x_train)
     steps = epochs * steps_per_epoch(num_train, batch_size)
     if choice is not None:  # the learning rate decays as in the search run it chose
-        config["auto"] = {"budget_minutes": budget_minutes,
+        config["auto"] = {"budget_steps": budget_steps, "budget_minutes": budget_minutes,
                           "decay_epochs": choice["decay_epochs"]}
         steps = choice["decay_epochs"] * steps_per_epoch(num_train, batch_size)
     with strategy_object.scope():
@@ -300,7 +307,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
               "replica(s))", flush=True)
         directory.add(distribute.BACKUP)
         if choice is not None:
-            auto.store_choice(backup_dir, choice)
+            auto_choice.store_choice(backup_dir, choice)
         try:
             logs = _fit(model, task, dict(config, verbose=verbose), workdir, strategy_object)
         except TrainingDiverged as error:

@@ -1,46 +1,31 @@
 """Tests of zoo.run.auto: model selection on the training rows only, then refit and score.
 
-Two tiny candidates stand in for `CANDIDATES`: a homoscedastic MC dropout MLP whose
-learning rate (1e-6) leaves it untrained, listed first, and a heteroscedastic one trained
-at 1e-2 on data whose noise grows with |x1|. One module-scoped `auto` run and one `select`
-run on the same training rows are shared by the selection tests.
+Two tiny candidates stand in for `CANDIDATES` (tests/zoo/run/auto_cases.py). One
+module-scoped `auto` run and one `select` run on the same training rows are shared by the
+selection tests.
 """
 
-import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from tests.zoo.run.auto_cases import HETEROSCEDASTIC
+from tests.zoo.run.auto_cases import TINY
+from tests.zoo.run.auto_cases import UNTRAINED
+from tests.zoo.run.auto_cases import X
+from tests.zoo.run.auto_cases import X_TEST
+from tests.zoo.run.auto_cases import Y
+from tests.zoo.run.auto_cases import Y_TEST
+from tests.zoo.run.auto_cases import without_seconds
 import zoo
 from zoo.run import auto
+from zoo.run import auto_refit
 from zoo.run import scoring
-from zoo.run.auto import Candidate
-
-UNTRAINED = Candidate("untrained", "mc_dropout_mlp",
-                      {"hidden_units": (4,), "learning_rate": 1e-6}, batch_size=32, steps=40)
-HETEROSCEDASTIC = Candidate("heteroscedastic", "mc_dropout_mlp_heteroscedastic",
-                            {"hidden_units": (16,), "rate": 0.01, "learning_rate": 1e-2},
-                            batch_size=32, steps=60)
-TINY = (UNTRAINED, HETEROSCEDASTIC)
-
-
-def _data(rows, seed):
-    # y = 50 + 10 (2 x0 + (0.1 + |x1|) e): data units far from standardised ones.
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(rows, 3))
-    return x, 50.0 + 10.0 * (2.0 * x[:, 0] + (0.1 + np.abs(x[:, 1])) * rng.normal(size=rows))
-
-
-X, Y = _data(120, 0)
-X_TEST, Y_TEST = _data(40, 1)
-
-
-def _without_seconds(selection):
-    # Wall times differ between runs; everything else must not.
-    return dataclasses.replace(selection, seconds=0.0, trials=tuple(
-        dataclasses.replace(t, seconds=0.0) for t in selection.trials))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +40,7 @@ def test_same_seed_same_choice_and_scores_and_test_rows_never_read(searched):
     # (validation LLs of every check) mean the test rows moved no statistic, weight or
     # choice, and that the search is reproducible given the seed.
     result, alone = searched
-    assert _without_seconds(result.selection) == _without_seconds(alone)
+    assert without_seconds(result.selection) == without_seconds(alone)
     assert not alone.budget_hit and alone.skipped == ()
     assert (alone.num_fit, alone.num_validation) == (96, 24)
 
@@ -99,11 +84,21 @@ def test_early_stopping_stops_patience_checks_after_the_best(monkeypatch):
     assert trial.log_likelihood == -1.0 and not trial.cut_by_budget
 
 
-def test_the_refit_trains_the_chosen_epochs_on_all_training_rows(searched):
-    result, _ = searched
-    batches = math.ceil(len(X) / HETEROSCEDASTIC.batch_size)
+def test_the_refit_trains_the_chosen_epochs_on_all_rows_but_the_guard_slice(searched):
+    result, selection = searched
+    _, validation_rows = auto.cut(len(X), 3, selection.num_validation)
+    guard = validation_rows[:12]  # GUARD_SHARE = 0.5 of the 24 validation rows
+    rows = np.setdiff1d(np.arange(len(X)), guard)
+    assert result.refit["kept"] == "refit"
+    assert (result.refit["refit_rows"], result.refit["guard_rows"]) == (108, 12)
+    batches = math.ceil(len(rows) / HETEROSCEDASTIC.batch_size)
     assert int(result.model.optimizer.iterations) == result.selection.epochs * batches
-    assert result.x_scaler.mean == pytest.approx(X.mean(axis=0), rel=1e-12)
+    assert result.x_scaler.mean == pytest.approx(X[rows].mean(axis=0), rel=1e-12)
+    # The guard's record: both models' mean log-likelihoods on the guard rows, and the
+    # refit kept because it is not clearly worse.
+    assert result.refit["difference"] == pytest.approx(
+        result.refit["refit_ll"] - result.refit["search_ll"], abs=1e-9)
+    assert result.refit["difference"] >= -auto_refit.GUARD_SES * result.refit["difference_se"]
     # Scores in the data's units: an RMSE near the noise (~9), far from std(y) (~22) or
     # the offset 50 a standardised-unit mix-up would leave.
     assert result.scores["rmse"] < 0.6 * np.std(Y_TEST)
@@ -111,11 +106,43 @@ def test_the_refit_trains_the_chosen_epochs_on_all_training_rows(searched):
     assert result.predict(X_TEST, num_samples=20).rmse(Y_TEST) < 0.6 * np.std(Y_TEST)
 
 
-def test_a_hit_budget_cuts_the_running_candidate_and_skips_the_rest():
-    selection = auto.select(X, Y, seed=0, budget_minutes=1e-6,
+def test_the_step_budget_cuts_the_running_candidate_and_skips_the_rest():
+    # HETEROSCEDASTIC trains 96 fit rows in 3 batches an epoch, 20 epochs by its 60
+    # steps: 30 steps leave it 10 epochs and nothing for the next candidate.
+    selection = auto.select(X, Y, seed=0, budget_steps=30,
                             candidates=(HETEROSCEDASTIC, UNTRAINED))
     (trial,) = selection.trials
     assert selection.budget_hit and selection.skipped == ("untrained",)
+    assert not selection.minutes_cut and selection.steps == trial.steps == 30
+    assert trial.cut_by_budget and trial.curve[-1][0] == 10 and trial.max_epochs == 20
+    assert selection.candidate == HETEROSCEDASTIC and selection.epochs == trial.best_epochs
+    again = auto.select(X, Y, seed=0, budget_steps=30, candidates=(HETEROSCEDASTIC, UNTRAINED))
+    assert without_seconds(again) == without_seconds(selection)
+
+
+def test_a_busy_machine_chooses_the_same_with_the_same_scores_to_the_bit():
+    # Two CPU hogs per core of this machine compete with the second search; its budget
+    # counts steps, so every check's validation scores and the choice are the same floats.
+    quiet = auto.select(X, Y, seed=5, budget_steps=75, candidates=TINY)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        busy = auto.select(X, Y, seed=5, budget_steps=75, candidates=TINY)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert without_seconds(busy) == without_seconds(quiet)
+    assert [t.curve for t in busy.trials] == [t.curve for t in quiet.trials]
+    assert busy.skipped == () and busy.trials[1].cut_by_budget  # 75 steps: 39 + 36
+
+
+def test_the_minutes_cap_cuts_the_running_candidate_and_says_so():
+    selection = auto.select(X, Y, seed=0, budget_minutes=1e-6,
+                            candidates=(HETEROSCEDASTIC, UNTRAINED))
+    (trial,) = selection.trials
+    assert selection.budget_hit and selection.minutes_cut
+    assert selection.skipped == ("untrained",)
     assert trial.cut_by_budget and len(trial.curve) == 1
     assert selection.candidate == HETEROSCEDASTIC and selection.epochs == trial.curve[0][0]
 
@@ -134,6 +161,9 @@ def test_zoo_exports_auto():
 
 
 @pytest.mark.parametrize("arguments, message", [
+    ({"budget_steps": 0}, "`budget_steps` must be a positive int, got 0"),
+    ({"budget_steps": 2}, r"`budget_steps` is 2: below one epoch of the first candidate on 96 "
+                          r"rows \(3 steps\)"),
     ({"budget_minutes": 0}, "`budget_minutes` must be a finite number > 0"),
     ({"budget_minutes": math.inf}, "`budget_minutes` must be a finite number > 0"),
     ({"budget_minutes": math.nan}, "`budget_minutes` must be a finite number > 0"),

@@ -161,7 +161,8 @@ def test_auto_chooses_on_the_training_rows_then_trains_its_choice(tmp_path, monk
     assert config["batch_size"] == chosen.batch_size and config["epochs"] == selection["epochs"]
     assert config["overrides"] == {"hidden_units": [8]}
     searched = next(t for t in selection["trials"] if t["name"] == chosen.name)
-    assert config["auto"] == {"budget_minutes": 3.0, "decay_epochs": searched["max_epochs"]}
+    assert config["auto"] == {"budget_steps": auto.DEFAULT_BUDGET_STEPS, "budget_minutes": None,
+                              "decay_epochs": searched["max_epochs"]}
     assert _read(out / "results.json")["selection"] == selection
     assert math.isfinite(result["log_likelihood"])
     assert not (out / ".backup").exists()  # the checkpoint and the stored choice are gone
@@ -170,7 +171,8 @@ def test_auto_chooses_on_the_training_rows_then_trains_its_choice(tmp_path, monk
 @pytest.mark.parametrize("kwargs, message", [
     ({"epochs": 3}, "`epochs` does not apply"), ({"batch_size": 16}, "`batch_size` does not"),
     ({"overrides": {"rate": 0.1}}, "`overrides` does not apply"),
-    ({"budget_minutes": 0}, "budget_minutes"), ({"budget_minutes": float("nan")}, "budget")])
+    ({"budget_minutes": 0}, "budget_minutes"), ({"budget_minutes": float("nan")}, "budget"),
+    ({"budget_steps": 0}, "`budget_steps` must be a positive int")])
 def test_auto_refuses_settings_it_chooses_itself(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         runner.train_and_evaluate("auto", "yacht", tmp_path / "run", verbose=0, **kwargs)

@@ -23,6 +23,7 @@ from tfp_bnn.callbacks import TrainingDiverged
 from zoo import cli
 from zoo.models import registry
 from zoo.run import auto
+from zoo.run import auto_choice
 from zoo.run import runner
 from zoo.run.candidates import Candidate
 
@@ -232,7 +233,7 @@ def test_an_interrupted_auto_run_resumes_its_choice_without_searching_again(
     with pytest.raises(KeyboardInterrupt):
         runner.train_and_evaluate("auto", "yacht", out, seed=1, num_samples=10, verbose=0,
                                   checkpoint_seconds=0)
-    stored = json.loads((out / ".backup" / auto.CHOICE_FILE).read_text())
+    stored = json.loads((out / ".backup" / auto_choice.CHOICE_FILE).read_text())
     assert stored["epochs"] >= 2 and _state(out)["epoch"] == 1  # interrupted mid-run
     monkeypatch.setattr(runner, "DivergenceGuard", tfp_bnn.callbacks.DivergenceGuard)
 
@@ -241,7 +242,7 @@ def test_an_interrupted_auto_run_resumes_its_choice_without_searching_again(
     with pytest.raises(ValueError, match=r"differs in: .*seed \(1 then, 2 now\)"):
         runner.train_and_evaluate("auto", "yacht", out, seed=2, num_samples=10, verbose=0)
     assert "auto: choosing a model" in capsys.readouterr().out
-    assert json.loads((out / ".backup" / auto.CHOICE_FILE).read_text()) == stored
+    assert json.loads((out / ".backup" / auto_choice.CHOICE_FILE).read_text()) == stored
 
     # The same arguments: the stored choice trains on from the checkpoint; no search.
     def no_search(*args, **kwargs):
