@@ -124,6 +124,13 @@ CASES = [
     ("benchmark_budget_for_a_named_model", ["benchmark", "uci", "--dataset", "yacht",
                                             "--model", "bbb_mlp", "--budget-minutes", "5"],
      "--budget-minutes: only --model auto searches within a budget"),
+    ("budget_steps_for_a_named_model", _train("--budget-steps", "5000"),
+     "--budget-steps: only model 'auto' searches within a budget; 'bbb_mlp' trains"),
+    ("budget_steps_zero", ["train", "auto", "--dataset", "yacht", "--budget-steps", "0"],
+     "--budget-steps: must be a positive int, got 0"),
+    ("benchmark_budget_steps_float", ["benchmark", "uci", "--dataset", "yacht", "--model",
+                                      "auto", "--budget-steps", "5e4"],
+     "--budget-steps: must be a positive int, got '5e4'"),
     ("set_length_scale_squared_overflows", _set("length_scale=1e300", model="mc_dropout_mlp"),
      "`length_scale` must be a finite number > 0 whose square is finite"),
 ]

@@ -144,6 +144,8 @@ def test_run_rejects_bad_arguments(tmp_path):
             ub.run(directory, "auto", **kwargs)
     with pytest.raises(ValueError, match="`budget_minutes`"):
         ub.run(directory, "auto", budget_minutes=-1.0)
+    with pytest.raises(ValueError, match="`budget_steps` must be a positive int"):
+        ub.run(directory, "auto", budget_steps=0)
 
 
 def test_auto_chooses_per_split_on_its_training_rows(tmp_path, monkeypatch):
@@ -165,6 +167,10 @@ def test_auto_chooses_per_split_on_its_training_rows(tmp_path, monkeypatch):
         # The search saw split k's training rows only: 80% fit, 20% validation.
         assert selection["num_fit"] + selection["num_validation"] == len(data.splits[k][0])
         assert math.isfinite(row["ll"]) and row["rmse"] > 0
+        # The refit left out half of the 10 validation rows and was checked on them.
+        assert row["refit"]["guard_rows"] == 5 and row["refit"]["kept"] in ("refit",
+                                                                             "search_model")
+    assert result["settings"]["budget_steps"] == ub.auto_run.DEFAULT_BUDGET_STEPS
     assert "ours: `auto` (2 splits)" in ub.format_table(result)
 
 
@@ -183,6 +189,8 @@ def test_auto_chooses_per_split_on_its_training_rows(tmp_path, monkeypatch):
      "--budget-minutes: must be a number of minutes above 0"),
     (["uci", "--dataset", "{dir}", "--model", "auto", "--budget-minutes", "inf"],
      "--budget-minutes"),
+    (["uci", "--dataset", "{dir}", "--model", "auto", "--budget-steps", "-3"],
+     "--budget-steps: must be a positive int, got -3"),
     (["tabular", "--dataset", "{dir}", "--model", "mc_dropout_mlp"], "suite"),
 ])
 def test_main_errors_name_the_argument(tmp_path, capsys, argv, needle):
