@@ -78,10 +78,10 @@ def build_parser():
     train.add_argument("--batch-size", type=flags.batch_size, default=None,
                        help=f"global batch size (default 32, at most {flags.MAX_BATCH_SIZE:,})")
     train.add_argument("--budget-steps", type=flags.budget_steps, default=None,
-                       help="only with model 'auto': training steps of the search, which "
-                            "make its choice the same on any machine (default "
-                            f"{flags.DEFAULT_BUDGET_STEPS:,}, at most "
-                            f"{flags.MAX_BUDGET_STEPS:,})")
+                       help="only with model 'auto': a cap on the search's training steps "
+                            "(default: none, every candidate's full run; at most "
+                            f"{flags.MAX_BUDGET_STEPS:,}); counted in steps, the choice is the "
+                            "same on any machine")
     train.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
                        help="only with model 'auto': an optional wall-time cap of the "
                             "search (the choice then depends on the machine; at most "

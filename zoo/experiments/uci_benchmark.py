@@ -243,8 +243,8 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
         overrides: dict replacing entries of the dataset's settings (e.g.
             {"hidden_units": (100,), "batch_size": 64}), for trying
             settings on validation.
-        budget_steps: with model="auto", the training steps of each split's
-            search (`zoo.run.auto.select`).
+        budget_steps: with model="auto", None or a cap on the training steps
+            of each split's search (`zoo.run.auto.select`).
         budget_minutes: with model="auto", None or a wall-time cap of each
             split's search.
 
@@ -288,7 +288,8 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
             raise ValueError(f"model 'auto' chooses its own settings on each split's training "
                              f"rows: `{'validation' if validation else unused[0]}` does not "
                              "apply.")
-        budget_steps = check.integer("budget_steps", budget_steps)
+        if budget_steps is not None:
+            budget_steps = check.integer("budget_steps", budget_steps)
         if budget_minutes is not None:
             budget_minutes = check.positive("budget_minutes", budget_minutes)
         return _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minutes,
@@ -364,8 +365,7 @@ def main(argv=None):
     def work():
         result = run(data, args.model, splits=args.splits, epochs=args.epochs, seed=args.seed,
                      num_samples=args.samples, validation=args.validation,
-                     budget_steps=(auto_run.DEFAULT_BUDGET_STEPS if args.budget_steps
-                                   is None else args.budget_steps),
+                     budget_steps=args.budget_steps,
                      budget_minutes=args.budget_minutes)
         print(f"\n{result['num_splits']} splits in {result['seconds']:.0f}s\n")
         print(format_table(result))

@@ -25,9 +25,9 @@ def build_parser():
                              "'best' for the hand-chosen model of the five datasets "
                              "(the record behind BENCHMARKS.md)")
     parser.add_argument("--budget-steps", type=flags.budget_steps, default=None,
-                        help="only with --model auto: training steps of each split's search "
-                             f"(default {flags.DEFAULT_BUDGET_STEPS:,}); the choice is then "
-                             "the same on any machine")
+                        help="only with --model auto: a cap on the training steps of each "
+                             "split's search (default: none, every candidate's full run); "
+                             "counted in steps, the choice is the same on any machine")
     parser.add_argument("--budget-minutes", type=flags.budget_minutes, default=None,
                         help="only with --model auto: an optional wall-time cap of each "
                              "split's search (the choice then depends on the machine)")

@@ -16,10 +16,13 @@ ensembles, DVI by Wu et al. 2019, ICLR). Deviation from those papers: one random
 rather than a k-fold or Bayesian-optimisation search, so the whole search fits a compute
 budget on 2 cores.
 
-The budget counts work, not time: `budget_steps` training steps (minibatch updates) over
-the whole search, so the choice depends on the seed and the data alone, not on how busy the
-machine is. A candidate whose run would pass the budget trains until it is spent (its
-learning-rate schedule unchanged) and the rest are skipped, in list order.
+The search counts work, not time: each candidate's run is a number of training steps
+(minibatch updates) set by the data's size, so the choice depends on the seed and the data
+alone, not on how busy the machine is. By default every candidate trains its full run
+(about 50,000 steps in all on a table of up to 3,200 training rows, up to 4 times that on
+large ones: `zoo.run.candidates`); `budget_steps` caps the whole search: a candidate
+whose run would pass it trains until it is spent (its learning-rate schedule unchanged)
+and the rest are skipped, in list order, still reproducibly.
 `budget_minutes` is an optional wall-time cap on top, for a user in a hurry; a search it
 cuts is no longer reproducible, and says so (`Selection.minutes_cut`).
 
@@ -51,15 +54,15 @@ from tfp_bnn import _validation as check
 from tfp_bnn.data import Standardizer
 from tfp_bnn.predict import limits
 from zoo.run import auto_refit
-from zoo.run import flags
 from zoo.run import scoring
 from zoo.run.candidates import CANDIDATES
 from zoo.run.candidates import Candidate
 from zoo.run.candidates import check_candidates
 from zoo.run.candidates import plain
 
-# Training steps of the whole search (a smaller budget cuts the tail of the candidates).
-DEFAULT_BUDGET_STEPS = flags.DEFAULT_BUDGET_STEPS
+# Training steps of the whole search: None, every candidate's full run (a budget cuts the
+# tail of the candidate list).
+DEFAULT_BUDGET_STEPS = None
 VALIDATION_FRACTION = 0.2
 VALIDATION_SAMPLES = 20
 NUM_CHECKS = 20
@@ -127,7 +130,7 @@ class Selection:
     num_fit: int
     num_validation: int
     seconds: float
-    budget_steps: int = DEFAULT_BUDGET_STEPS
+    budget_steps: typing.Optional[int] = DEFAULT_BUDGET_STEPS
     steps: int = 0
     minutes_cut: bool = False
 
@@ -202,7 +205,8 @@ def _check_search(x, y, seed, budget_steps, budget_minutes, candidates, validati
     x = _table("x", x)
     y = _table("y", y, rows=len(x), target=True)
     seed = check.seed(seed)
-    budget_steps = check.integer("budget_steps", budget_steps)
+    if budget_steps is not None:
+        budget_steps = check.integer("budget_steps", budget_steps)
     if budget_minutes is not None:
         budget_minutes = check.positive("budget_minutes", budget_minutes)
     fraction = check.number("validation_fraction", validation_fraction, 0.0, 1.0, True, True)
@@ -212,7 +216,7 @@ def _check_search(x, y, seed, budget_steps, budget_minutes, candidates, validati
                          f"validation with at least {MIN_PART_ROWS} rows in each part.")
     candidates = check_candidates(candidates)
     first_epoch = candidates[0].steps_per_epoch(len(x) - held)
-    if budget_steps < first_epoch:
+    if budget_steps is not None and budget_steps < first_epoch:
         raise ValueError(f"`budget_steps` is {budget_steps}: below one epoch of the first "
                          f"candidate on {len(x) - held} rows ({first_epoch} steps).")
     return x, y, seed, budget_steps, budget_minutes, candidates, fraction, held
@@ -231,12 +235,13 @@ def cut(num_rows, seed, held):
 
 def _try(candidate, fit, validation, seed, steps_left, deadline):
     """Trains `candidate` on `fit` with checks on `validation`, within `steps_left`
-    training steps and the `deadline`; returns its `Trial` and whether the deadline cut it."""
+    training steps (None: no limit) and the `deadline`; returns its `Trial` and whether the
+    deadline cut it."""
     begin = time.perf_counter()
     (x, y), (x_val, y_val_raw), y_scaler = fit, validation[:2], validation[2]
     batch_size, per_epoch = candidate.batch_for(len(x)), candidate.steps_per_epoch(len(x))
     epochs = candidate.max_epochs(len(x))
-    allowed = min(epochs, steps_left // per_epoch)  # >= 1: `select` checked it
+    allowed = epochs if steps_left is None else min(epochs, steps_left // per_epoch)
     model = candidate.build(x.shape[1:], len(x), seed, epochs * per_epoch)
     checks = _ValidationChecks(x_val, y_val_raw, y_scaler, max(1, epochs // NUM_CHECKS),
                                allowed, deadline)
@@ -257,9 +262,9 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
     Args:
         x: training inputs [n, d], raw (not standardised); y: targets [n] or [n, 1].
         seed: int >= 0: the cut, initial weights, noise and shuffling.
-        budget_steps: training steps of the whole search (an int >= 1). A candidate
-            whose run would pass it trains until it is spent; then no further
-            candidate starts.
+        budget_steps: None (every candidate's full run), or the training steps of the
+            whole search (an int >= 1): a candidate whose run would pass it trains
+            until it is spent; then no further candidate starts.
         budget_minutes: None, or a wall-time cap of the search: past it no further
             candidate starts and the one training stops at its next check (recorded;
             the choice then depends on the machine's speed and load).
@@ -284,9 +289,10 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
         if index and time.perf_counter() >= deadline:
             minutes_cut = True
             break
-        if budget_steps - used < candidate.steps_per_epoch(len(fit_rows)):
+        left = None if budget_steps is None else budget_steps - used
+        if left is not None and left < candidate.steps_per_epoch(len(fit_rows)):
             break  # not one epoch left
-        trial, cut_now = _try(candidate, fit, validation, seed, budget_steps - used, deadline)
+        trial, cut_now = _try(candidate, fit, validation, seed, left, deadline)
         trials.append(trial)
         used, minutes_cut = used + trial.steps, minutes_cut or cut_now
         if verbose:
@@ -344,7 +350,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         x_test: raw test inputs, or None; read only to score the kept model.
         y_test: raw test targets, or None (given exactly when `x_test` is).
         seed: int >= 0: the validation cut, initial weights, noise and shuffling.
-        budget_steps: training steps of the search (see `select`).
+        budget_steps: None, or the training steps of the search (see `select`).
         budget_minutes: None, or a wall-time cap of the search (see `select`).
         num_samples: T, Monte Carlo samples of the test predictive (at most
             1,000,000, as in `tfp_bnn.predict`; checked with the test rows'

@@ -42,13 +42,13 @@ def run_choice(x, y, key, backup_dir, name="the data", verbose=False):
         print(f"auto: {stored['model']} for {stored['epochs']} epochs, as the interrupted run "
               "chose (no new search)", flush=True)
         return stored
-    print(f"auto: choosing a model on the {len(x)} training rows of {name} "
-          f"(budget {key['budget_steps']} steps"
-          + ("" if key["budget_minutes"] is None else f", at most {key['budget_minutes']:g} min")
-          + ")", flush=True)
+    print(f"auto: choosing a model on the {len(x)} training rows of {name}"
+          + ("" if key["budget_steps"] is None else f" (at most {key['budget_steps']:,} steps)")
+          + ("" if key["budget_minutes"] is None else f" (at most {key['budget_minutes']:g} min)"),
+          flush=True)
     selection = auto.select(x, y, seed=key["seed"], budget_steps=key["budget_steps"],
-                       budget_minutes=key["budget_minutes"], candidates=auto.CANDIDATES,
-                       verbose=bool(verbose))
+                            budget_minutes=key["budget_minutes"], candidates=auto.CANDIDATES,
+                            verbose=bool(verbose))
     chosen = selection.candidate
     print(f"auto: chose {chosen.name} ({chosen.model}), {selection.epochs} epochs, after "
           f"{len(selection.trials)} candidate(s) in {selection.seconds:.0f} s", flush=True)

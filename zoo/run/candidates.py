@@ -1,13 +1,14 @@
 """The configurations `zoo.run.auto` searches: `Candidate` and the default `CANDIDATES`.
 
 A candidate is a registry regression model with builder overrides, a batch size and a step
-budget. On a table of more than MAX_STEPS_PER_EPOCH batches its batch grows
-(`batch_for(rows)`: at most MAX_STEPS_PER_EPOCH steps an epoch), and `max_epochs(rows)`
-turns the step budget into epochs: small data gets more epochs, and from
-MAX_STEPS_PER_EPOCH x batch_size rows on every table gets the same number of epochs, so
-the rows a candidate trains on grow with the data (a 10,000-row table trains on 50 epochs,
-not the 16 a fixed batch of 32 left it). The defaults are ordered best first by prior
-evidence (a search whose budget runs out skips the tail).
+budget for tables of up to REFERENCE_STEPS_PER_EPOCH batches. `max_epochs(rows)` turns the
+budget into epochs: small data gets more epochs, and a larger table gets as many epochs as
+a table of REFERENCE_STEPS_PER_EPOCH batches, so its steps grow with its rows (a
+10,000-row table trains 50 epochs, 15,600 steps of 32 rows, where a fixed 5,000 steps left
+it 16 epochs). Past MAX_STEPS_PER_EPOCH batches the batch grows instead (`batch_for`),
+which caps a candidate's steps at MAX_STEPS_PER_EPOCH / REFERENCE_STEPS_PER_EPOCH times
+its budget. The defaults are ordered best first by prior evidence (a search whose budget
+runs out skips the tail).
 
 Example:
 >>> from zoo.run.candidates import CANDIDATES, Candidate
@@ -16,8 +17,10 @@ Example:
 >>> mine = Candidate("mine", "dvi_mlp", {"hidden_units": (20,)}, steps=2000)
 >>> mine.max_epochs(500), mine.batch_for(500)
 (125, 32)
->>> mine.batch_for(10_000), mine.max_epochs(10_000)   # 100 steps an epoch
-(100, 20)
+>>> mine.max_epochs(10_000), mine.batch_for(10_000)   # 313 steps an epoch
+(20, 32)
+>>> mine.max_epochs(100_000), mine.batch_for(100_000)  # 400 steps an epoch
+(20, 250)
 """
 
 import dataclasses
@@ -36,10 +39,13 @@ from zoo.models import registry
 STEPS = 5000
 MIN_EPOCHS = 4
 MAX_EPOCHS = 2000
+# A candidate's step budget is for tables of up to this many batches; a larger table gets
+# as many epochs (Hernandez-Lobato and Adams 2015 and Lakshminarayanan et al. 2017 trained
+# every UCI set for 40 epochs, whatever its size), its steps growing with its rows.
+REFERENCE_STEPS_PER_EPOCH = 100
 # Above this many batches an epoch the batch grows instead (Lakshminarayanan et al. 2017
-# trained UCI sets of up to 515,345 rows with batches of 100; Hernandez-Lobato and Adams
-# 2015 trained 40 epochs of every set).
-MAX_STEPS_PER_EPOCH = 100
+# trained sets of up to 515,345 rows with batches of 100): at most 4x the step budget.
+MAX_STEPS_PER_EPOCH = 400
 # Registry models a candidate may name: regression models that read a table.
 REGRESSION_MODELS = tuple(sorted(name for name, spec in registry.SPECS.items()
                                  if "regression" in spec.tasks and "table" in spec.inputs))
@@ -66,7 +72,8 @@ class Candidate:
         options: builder overrides (hidden_units, rate, learning_rate, ...).
         batch_size: minibatch size on tables of up to MAX_STEPS_PER_EPOCH batches
             (`batch_for` gives the batch of any table).
-        steps: step budget; max epochs = steps / batches per epoch, clipped.
+        steps: step budget on tables of up to REFERENCE_STEPS_PER_EPOCH batches; max
+            epochs = steps / min(batches per epoch, REFERENCE_STEPS_PER_EPOCH), clipped.
     """
 
     name: str
@@ -81,8 +88,10 @@ class Candidate:
         return max(self.batch_size, math.ceil(num_rows / MAX_STEPS_PER_EPOCH))
 
     def max_epochs(self, num_rows):
-        """Epochs of a full run on `num_rows` rows: more for small data, as many steps."""
-        epochs = round(self.steps / steps_per_epoch(num_rows, self.batch_for(num_rows)))
+        """Epochs of a full run on `num_rows` rows: more for small data; from
+        REFERENCE_STEPS_PER_EPOCH batches on, the same epochs (and more steps)."""
+        per_epoch = min(self.steps_per_epoch(num_rows), REFERENCE_STEPS_PER_EPOCH)
+        epochs = round(self.steps / per_epoch)
         return int(min(MAX_EPOCHS, max(MIN_EPOCHS, epochs)))
 
     def steps_per_epoch(self, num_rows):

@@ -44,11 +44,8 @@ MAX_SEED = 2**32 - 1 - MAX_SPLIT
 MAX_CHECKPOINT_SECONDS = 86_400.0
 # --budget-minutes of `--model auto`: a week per split at most.
 MAX_BUDGET_MINUTES = 7 * 24 * 60
-# --budget-steps of `--model auto`: training steps of a search (a week at ~1 ms a step),
-# and its default: the default candidates' own step budgets (10 x 5,000) and a fifth to
-# spare, so that by default no candidate is cut (`zoo.run.auto.DEFAULT_BUDGET_STEPS`).
+# --budget-steps of `--model auto`: training steps of a search (a week at ~1 ms a step).
 MAX_BUDGET_STEPS = 10**9
-DEFAULT_BUDGET_STEPS = 60_000
 # --set VALUE: lists nested at most this deep (hidden_units=[50] is depth 1)
 # and at most this long (layers of an MLP).
 MAX_OVERRIDE_DEPTH = 4

@@ -220,8 +220,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         overrides: dict of builder arguments (see the builder's family in `zoo.models`).
         checkpoint_seconds: minimum seconds between checkpoints (0: at
             every epoch end); the last epoch is always saved.
-        budget_steps: only for "auto": training steps of the search (None:
-            `zoo.run.auto.DEFAULT_BUDGET_STEPS`); a named model refuses it.
+        budget_steps: only for "auto": None (every candidate's full run) or a cap on the
+            search's training steps; a named model refuses it.
         budget_minutes: only for "auto": an optional wall-time cap of the search (None:
             none); a named model refuses it.
 
@@ -236,8 +236,8 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         if given:
             raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
                              "apply (name a model to set it).")
-        budget_steps = check.integer("budget_steps", auto.DEFAULT_BUDGET_STEPS
-                                     if budget_steps is None else budget_steps)
+        if budget_steps is not None:
+            budget_steps = check.integer("budget_steps", budget_steps)
         if budget_minutes is not None:
             budget_minutes = check.positive("budget_minutes", budget_minutes)
     else:

@@ -170,7 +170,7 @@ def test_auto_chooses_per_split_on_its_training_rows(tmp_path, monkeypatch):
         # The refit left out half of the 10 validation rows and was checked on them.
         assert row["refit"]["guard_rows"] == 5 and row["refit"]["kept"] in ("refit",
                                                                              "search_model")
-    assert result["settings"]["budget_steps"] == ub.auto_run.DEFAULT_BUDGET_STEPS
+    assert result["settings"]["budget_steps"] is None  # every candidate's full run
     assert "ours: `auto` (2 splits)" in ub.format_table(result)
 
 

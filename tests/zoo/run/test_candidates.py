@@ -29,21 +29,19 @@ def test_epochs_come_from_the_step_budget():
     assert candidate.max_epochs(100) == 500  # 4 batches an epoch
     assert candidate.max_epochs(1000) == 62  # 32 batches an epoch: 62.5 rounds to even
     assert Candidate("c", "dvi_mlp", steps=10**6).max_epochs(10) == candidates.MAX_EPOCHS
-    assert Candidate("c", "dvi_mlp", steps=100).max_epochs(3200) == candidates.MIN_EPOCHS
+    assert Candidate("c", "dvi_mlp", steps=100).max_epochs(10**5) == candidates.MIN_EPOCHS
 
 
-@pytest.mark.parametrize("rows", [3201, 10_000, 45_730, 10**6])
-def test_large_tables_get_larger_batches_and_the_same_epochs(rows):
-    # From MAX_STEPS_PER_EPOCH batches of 32 on, the batch grows so that an epoch stays
-    # at most MAX_STEPS_PER_EPOCH steps: the epochs, and so the rows trained on, scale
-    # with the table where a fixed batch left a 10,000-row table 16 epochs.
+@pytest.mark.parametrize("rows, batch, per_epoch", [
+    (3201, 32, 101), (10_000, 32, 313), (12_800, 32, 400), (45_730, 115, 398),
+    (10**6, 2500, 400)])
+def test_large_tables_get_the_epochs_of_a_100_batch_table(rows, batch, per_epoch):
+    # Past 100 batches an epoch the steps grow with the rows (a fixed step budget left a
+    # 10,000-row table 16 epochs); past 400 the batch grows instead.
     candidate = Candidate("c", "dvi_mlp", {}, batch_size=32, steps=2000)
-    batch = candidate.batch_for(rows)
-    assert batch > 32 and candidate.steps_per_epoch(rows) <= candidates.MAX_STEPS_PER_EPOCH
-    assert batch * candidates.MAX_STEPS_PER_EPOCH >= rows > (batch - 1) * 100
-    assert candidate.max_epochs(rows) <= 21
-    assert candidate.max_epochs(rows) == round(2000 / candidate.steps_per_epoch(rows)) >= 20
-    assert candidate.batch_for(3200) == 32 and candidate.steps_per_epoch(3200) == 100
+    assert (candidate.batch_for(rows), candidate.steps_per_epoch(rows)) == (batch, per_epoch)
+    assert candidate.max_epochs(rows) == 20 == candidate.max_epochs(3200)
+    assert candidate.steps_per_epoch(3200) == candidates.REFERENCE_STEPS_PER_EPOCH
 
 
 def test_a_candidate_is_plain_json():

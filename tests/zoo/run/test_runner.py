@@ -161,7 +161,7 @@ def test_auto_chooses_on_the_training_rows_then_trains_its_choice(tmp_path, monk
     assert config["batch_size"] == chosen.batch_size and config["epochs"] == selection["epochs"]
     assert config["overrides"] == {"hidden_units": [8]}
     searched = next(t for t in selection["trials"] if t["name"] == chosen.name)
-    assert config["auto"] == {"budget_steps": auto.DEFAULT_BUDGET_STEPS, "budget_minutes": None,
+    assert config["auto"] == {"budget_steps": None, "budget_minutes": None,
                               "decay_epochs": searched["max_epochs"]}
     assert _read(out / "results.json")["selection"] == selection
     assert math.isfinite(result["log_likelihood"])
