@@ -31,6 +31,7 @@ FREE_FORM = ("integration", "colab", "benchmarks", "docs")
 # Private module -> the test files (relative to tests/) that exercise it
 # through the public modules that use it.
 COVERED_THROUGH = {
+    "zoo/run/_auto_trial.py": ["zoo/run/test_auto.py"],
     "tfp_bnn/_data_units.py": ["test_export_preprocessing.py", "zoo/run/test_outputs.py"],
     "tfp_bnn/_export_files.py": ["test_export.py", "test_export_bad_input.py"],
     "tfp_bnn/_keras_archive.py": ["test_saving.py", "test_saving_hostile.py"],

@@ -288,10 +288,7 @@ def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbo
             raise ValueError(f"model 'auto' chooses its own settings on each split's training "
                              f"rows: `{'validation' if validation else unused[0]}` does not "
                              "apply.")
-        if budget_steps is not None:
-            budget_steps = check.integer("budget_steps", budget_steps)
-        if budget_minutes is not None:
-            budget_minutes = check.positive("budget_minutes", budget_minutes)
+        budget_steps, budget_minutes = auto_run.check_budgets(budget_steps, budget_minutes)
         return _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minutes,
                          verbose)
     settings = settings_for(name, model)

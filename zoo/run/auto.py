@@ -27,12 +27,12 @@ and the rest are skipped, in list order, still reproducibly.
 cuts is no longer reproducible, and says so (`Selection.minutes_cut`).
 
 Each candidate (`zoo.run.candidates`) trains for at most `Candidate.max_epochs`: its step
-budget / batches per epoch, with the batch grown on large tables so that the epochs, and
-with them the rows trained on, scale with the data. The validation predictive is checked
-NUM_CHECKS times over that run (T = VALIDATION_SAMPLES Monte Carlo samples; one pass for a
-sampling-free model, the M members of a deterministic ensemble:
+budget / batches per epoch on a table of up to 100 batches, and as many epochs (more
+steps) on a larger one, so the training grows with the data. The validation predictive is
+checked NUM_CHECKS times over that run (T = VALIDATION_SAMPLES Monte Carlo samples; one
+pass for a sampling-free model, the M members of a deterministic ensemble:
 `zoo.run.scoring.predict`); a candidate stops after PATIENCE checks without a better
-log-likelihood, and its weights at the best check are kept.
+log-likelihood, and its weights at the best check are kept (`zoo.run._auto_trial`).
 
 The refit is guarded (`zoo.run.auto_refit`): it trains on all training rows but a guard
 slice of the validation rows, and is kept only if its log-likelihood on that slice is not
@@ -55,6 +55,11 @@ from tfp_bnn.data import Standardizer
 from tfp_bnn.predict import limits
 from zoo.run import auto_refit
 from zoo.run import scoring
+from zoo.run._auto_trial import NUM_CHECKS  # noqa: F401 - `auto.NUM_CHECKS` is documented
+from zoo.run._auto_trial import PATIENCE  # noqa: F401 - `auto.PATIENCE` is documented
+from zoo.run._auto_trial import VALIDATION_SAMPLES
+from zoo.run._auto_trial import Trial  # noqa: F401 - part of `Selection`'s public record
+from zoo.run._auto_trial import run_trial
 from zoo.run.candidates import CANDIDATES
 from zoo.run.candidates import Candidate
 from zoo.run.candidates import check_candidates
@@ -64,44 +69,8 @@ from zoo.run.candidates import plain
 # tail of the candidate list).
 DEFAULT_BUDGET_STEPS = None
 VALIDATION_FRACTION = 0.2
-VALIDATION_SAMPLES = 20
-NUM_CHECKS = 20
-PATIENCE = 5
 # Each of the fit and validation parts needs this many rows (a standard deviation, a score).
 MIN_PART_ROWS = 2
-
-
-def _finite_or_none(value):
-    return float(value) if value is not None and math.isfinite(value) else None
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One candidate's search: best validation scores (original units) and when.
-
-    `curve` holds (epoch, log-likelihood, rmse) per check, None for a non-finite score;
-    `steps` the training steps it took; `cut_by_budget` says the budget (steps, or the
-    minutes cap) stopped it before its own end. `weights` are the model's weights at the
-    best check (not compared, not in the JSON).
-    """
-
-    name: str
-    log_likelihood: typing.Optional[float]
-    rmse: typing.Optional[float]
-    best_epochs: int
-    max_epochs: int
-    seconds: float
-    curve: tuple
-    cut_by_budget: bool = False
-    steps: int = 0
-    batch_size: int = 0
-    weights: typing.Optional[list] = dataclasses.field(default=None, compare=False,
-                                                       repr=False)
-
-    def to_json(self):
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name != "weights"}
-        return plain(fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,35 +121,6 @@ class Selection:
         return plain(fields)
 
 
-class _ValidationChecks(keras.callbacks.Callback):
-    """Scores the validation predictive every `every` epochs; early stopping, the best
-    check's weights, and the wall-time cap."""
-
-    def __init__(self, x, y_raw, scaler, every, last, deadline):
-        super().__init__()
-        self.x, self.y_raw, self.scaler = x, y_raw, scaler
-        self.every, self.last, self.deadline = every, last, deadline
-        self.curve, self.best, self.best_check, self.cut = [], None, 0, False
-        self.epochs_done, self.best_weights = 0, None
-
-    def on_epoch_end(self, epoch, logs=None):
-        done = self.epochs_done = epoch + 1
-        if done % self.every and done != self.last:
-            return
-        prediction, _ = scoring.predict(self.model, self.x, VALIDATION_SAMPLES)
-        scores = scoring.regression_scores(prediction, self.y_raw, float(self.scaler.mean),
-                                           float(self.scaler.std))
-        ll, rmse = (_finite_or_none(scores[k]) for k in ("log_likelihood", "rmse"))
-        self.curve.append((done, ll, rmse))
-        if ll is not None and (self.best is None or ll > self.best[1]):
-            self.best, self.best_check = (done, ll, rmse), len(self.curve) - 1
-            self.best_weights = [np.array(w) for w in self.model.get_weights()]
-        if ll is None or len(self.curve) - 1 - self.best_check >= PATIENCE:
-            self.model.stop_training = True  # diverged, or no better for PATIENCE checks
-        elif time.perf_counter() >= self.deadline and done != self.last:
-            self.cut = self.model.stop_training = True
-
-
 def _table(name, values, rows=None, target=False):
     """`values` as a finite float64 [rows, columns] array ([rows] for a `target`)."""
     values = check.array(name, values)
@@ -201,14 +141,21 @@ def _table(name, values, rows=None, target=False):
     return values.astype(np.float64)[:, 0] if target else values.astype(np.float64)
 
 
-def _check_search(x, y, seed, budget_steps, budget_minutes, candidates, validation_fraction):
-    x = _table("x", x)
-    y = _table("y", y, rows=len(x), target=True)
-    seed = check.seed(seed)
+def check_budgets(budget_steps, budget_minutes):
+    """(budget_steps, budget_minutes), each None or checked: a positive int of steps, a
+    finite number of minutes > 0; else ValueError naming it."""
     if budget_steps is not None:
         budget_steps = check.integer("budget_steps", budget_steps)
     if budget_minutes is not None:
         budget_minutes = check.positive("budget_minutes", budget_minutes)
+    return budget_steps, budget_minutes
+
+
+def _check_search(x, y, seed, budget_steps, budget_minutes, candidates, validation_fraction):
+    x = _table("x", x)
+    y = _table("y", y, rows=len(x), target=True)
+    seed = check.seed(seed)
+    budget_steps, budget_minutes = check_budgets(budget_steps, budget_minutes)
     fraction = check.number("validation_fraction", validation_fraction, 0.0, 1.0, True, True)
     held = int(round(len(x) * fraction))
     if min(held, len(x) - held) < MIN_PART_ROWS:
@@ -231,28 +178,6 @@ def cut(num_rows, seed, held):
     """(fit rows, validation rows) of the search: `held` rows at random (seeded) held out."""
     order = np.random.default_rng(seed).permutation(num_rows)
     return order[held:], order[:held]
-
-
-def _try(candidate, fit, validation, seed, steps_left, deadline):
-    """Trains `candidate` on `fit` with checks on `validation`, within `steps_left`
-    training steps (None: no limit) and the `deadline`; returns its `Trial` and whether the
-    deadline cut it."""
-    begin = time.perf_counter()
-    (x, y), (x_val, y_val_raw), y_scaler = fit, validation[:2], validation[2]
-    batch_size, per_epoch = candidate.batch_for(len(x)), candidate.steps_per_epoch(len(x))
-    epochs = candidate.max_epochs(len(x))
-    allowed = epochs if steps_left is None else min(epochs, steps_left // per_epoch)
-    model = candidate.build(x.shape[1:], len(x), seed, epochs * per_epoch)
-    checks = _ValidationChecks(x_val, y_val_raw, y_scaler, max(1, epochs // NUM_CHECKS),
-                               allowed, deadline)
-    scoring.fit(model, x, y, allowed, batch_size, seed=seed, callbacks=[checks],
-                seeded_batches=True)
-    keras.backend.clear_session()
-    best = checks.best or (checks.curve[-1][0], None, None)
-    steps_cut = allowed < epochs and checks.epochs_done == allowed
-    return Trial(candidate.name, best[1], best[2], best[0], epochs,
-                 time.perf_counter() - begin, tuple(checks.curve), checks.cut or steps_cut,
-                 checks.epochs_done * per_epoch, batch_size, checks.best_weights), checks.cut
 
 
 def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
@@ -292,7 +217,7 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
         left = None if budget_steps is None else budget_steps - used
         if left is not None and left < candidate.steps_per_epoch(len(fit_rows)):
             break  # not one epoch left
-        trial, cut_now = _try(candidate, fit, validation, seed, left, deadline)
+        trial, cut_now = run_trial(candidate, fit, validation, seed, left, deadline)
         trials.append(trial)
         used, minutes_cut = used + trial.steps, minutes_cut or cut_now
         if verbose:
@@ -327,9 +252,8 @@ class AutoResult(typing.NamedTuple):
 
     def predict(self, x, num_samples=100):
         """The predictive distribution at raw inputs `x`, in the target's units."""
-        x = self.x_scaler.transform(_table("x", x)).astype("float32")
-        prediction, _ = scoring.predict(self.model, x, num_samples)
-        return prediction.rescale(float(self.y_scaler.mean), float(self.y_scaler.std))
+        return scoring.predict_in_data_units(self.model, _table("x", x), self.x_scaler,
+                                             self.y_scaler, num_samples)
 
 
 def auto(x_train, y_train, x_test=None, y_test=None, seed=0,

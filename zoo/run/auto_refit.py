@@ -77,11 +77,8 @@ def _fit_scalers(x, y):
 
 def _row_log_likelihoods(model, scalers, x, y, num_samples):
     """Per-row predictive log-likelihood of raw targets `y` at raw inputs `x`."""
-    x_scaler, y_scaler = scalers
-    prediction, _ = scoring.predict(model, x_scaler.transform(x).astype("float32"),
-                                    num_samples)
-    rescaled = prediction.rescale(float(y_scaler.mean), float(y_scaler.std))
-    return np.asarray(rescaled.log_likelihood(y), np.float64).reshape(-1)
+    prediction = scoring.predict_in_data_units(model, x, *scalers, num_samples)
+    return np.asarray(prediction.log_likelihood(y), np.float64).reshape(-1)
 
 
 def guarded_refit(selection, x, y, fit_rows, validation_rows, seed, num_samples):

@@ -236,10 +236,7 @@ def train_and_evaluate(model_name, dataset, out, split=0, epochs=None, seed=0,
         if given:
             raise ValueError(f"Model 'auto' chooses its own settings: `{given[0]}` does not "
                              "apply (name a model to set it).")
-        if budget_steps is not None:
-            budget_steps = check.integer("budget_steps", budget_steps)
-        if budget_minutes is not None:
-            budget_minutes = check.positive("budget_minutes", budget_minutes)
+        budget_steps, budget_minutes = auto.check_budgets(budget_steps, budget_minutes)
     else:
         registry.get_spec(model_name)
         for flag, value in (("budget_steps", budget_steps), ("budget_minutes", budget_minutes)):

@@ -145,6 +145,14 @@ def predict(model, x, num_samples=100, task="regression", batch_size=None):
     return prediction, time.perf_counter() - begin
 
 
+def predict_in_data_units(model, x, x_scaler, y_scaler, num_samples=100):
+    """The regression predictive at raw inputs `x`, in the target's units, of a model
+    trained on data standardised by `x_scaler` and `y_scaler` (`tfp_bnn.data.Standardizer`s).
+    """
+    prediction, _ = predict(model, x_scaler.transform(x).astype("float32"), num_samples)
+    return prediction.rescale(float(y_scaler.mean), float(y_scaler.std))
+
+
 def regression_scores(prediction, y, shift=0.0, scale=1.0, level=0.95):
     """rmse, log_likelihood, coverage_95 and mean_stddev in the data's units.
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+import tfp_bnn
 import zoo
 from tfp_bnn import metrics
 from zoo.run import scoring
@@ -51,6 +52,26 @@ def test_scores_are_in_the_data_units(fitted):
     assert scores["log_likelihood"] == pytest.approx(standard["log_likelihood"] - math.log(3.0),
                                                      rel=1e-9)
     assert scores["coverage_95"] == standard["coverage_95"]
+
+
+def test_predict_in_data_units_standardises_the_inputs_and_rescales_the_targets(fitted):
+    # Inputs x = 2 + 5 x_std, targets y = 10 + 3 y_std: the prediction at raw inputs is
+    # the standardised one moved to the data's units.
+    model, x_std, _, _, _ = fitted
+
+    class Scaler:
+        def __init__(self, mean, std):
+            self.mean, self.std = mean, std
+
+        def transform(self, values):
+            return (values - self.mean) / self.std
+    with tfp_bnn.mean_mode(model):  # every sample the posterior mean: comparable calls
+        expected, _ = scoring.predict(model, x_std, num_samples=2)
+        actual = scoring.predict_in_data_units(model, 2.0 + 5.0 * x_std.astype(np.float64),
+                                               Scaler(2.0, 5.0), Scaler(10.0, 3.0),
+                                               num_samples=2)
+    np.testing.assert_allclose(actual.mean, 10.0 + 3.0 * expected.mean, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(actual.total_variance, 9.0 * expected.total_variance, rtol=1e-5)
 
 
 def test_classification_scores_are_the_library_metrics():
