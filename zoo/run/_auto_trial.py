@@ -35,7 +35,9 @@ class Trial:
     `curve` holds (epoch, log-likelihood, rmse) per check, None for a non-finite score;
     `steps` the training steps it took; `cut_by_budget` says the budget (steps, or the
     minutes cap) stopped it before its own end. `weights` are the model's weights at the
-    best check (not compared, not in the JSON).
+    best check and `row_log_likelihoods` its log-likelihood of each validation row (in
+    the data's units; their mean is `log_likelihood`), which the search's choice pairs
+    across candidates; neither is compared nor in the JSON.
     """
 
     name: str
@@ -50,10 +52,12 @@ class Trial:
     batch_size: int = 0
     weights: typing.Optional[list] = dataclasses.field(default=None, compare=False,
                                                        repr=False)
+    row_log_likelihoods: typing.Optional[np.ndarray] = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     def to_json(self):
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name != "weights"}
+                  if f.name not in ("weights", "row_log_likelihoods")}
         return plain(fields)
 
 
@@ -66,21 +70,22 @@ class _ValidationChecks(keras.callbacks.Callback):
         self.x, self.y_raw, self.scaler = x, y_raw, scaler
         self.every, self.last, self.deadline = every, last, deadline
         self.curve, self.best, self.best_check, self.cut = [], None, 0, False
-        self.epochs_done, self.best_weights = 0, None
+        self.epochs_done, self.best_weights, self.best_rows = 0, None, None
 
     def on_epoch_end(self, epoch, logs=None):
         done = self.epochs_done = epoch + 1
         if done % self.every and done != self.last:
             return
         prediction, _ = scoring.predict(self.model, self.x, VALIDATION_SAMPLES)
-        scores = scoring.regression_scores(prediction, self.y_raw, float(self.scaler.mean),
-                                           float(self.scaler.std))
-        ll, rmse = (_finite_or_none(scores[k]) for k in ("log_likelihood", "rmse"))
+        rows, rmse = scoring.row_log_likelihoods(prediction, self.y_raw,
+                                                 float(self.scaler.mean), float(self.scaler.std))
+        ll, rmse = _finite_or_none(np.mean(rows)), _finite_or_none(rmse)
         self.curve.append((done, ll, rmse))
         if ll is not None and (self.best is None or ll > self.best[1]):
             self.best, self.best_check = (done, ll, rmse), len(self.curve) - 1
             # Copies: on TensorFlow `get_weights` may hand out views of the variables' buffers.
             self.best_weights = [np.array(w) for w in self.model.get_weights()]
+            self.best_rows = rows
         if ll is None or len(self.curve) - 1 - self.best_check >= PATIENCE:
             self.model.stop_training = True  # diverged, or no better for PATIENCE checks
         elif time.perf_counter() >= self.deadline and done != self.last:
@@ -106,4 +111,5 @@ def run_trial(candidate, fit, validation, seed, steps_left, deadline):
     steps_cut = allowed < epochs and checks.epochs_done == allowed
     return Trial(candidate.name, best[1], best[2], best[0], epochs,
                  time.perf_counter() - begin, tuple(checks.curve), checks.cut or steps_cut,
-                 checks.epochs_done * per_epoch, batch_size, checks.best_weights), checks.cut
+                 checks.epochs_done * per_epoch, batch_size, checks.best_weights,
+                 checks.best_rows), checks.cut

@@ -4,7 +4,9 @@
 part, standardises both with the fit part's statistics, trains every candidate of
 `CANDIDATES` on the fit part and ranks them by the validation log-likelihood in the
 target's original units, with early stopping on that log-likelihood (the epoch count of
-the best check is kept). `auto(x_train, y_train, x_test, y_test)` then refits the chosen
+the best check is kept). The choice follows the one-standard-error rule (`choose`): the
+first candidate in prior order whose log-likelihood is within SELECTION_SE standard
+errors (of the paired per-row differences) of the best one's. `auto(x_train, y_train, x_test, y_test)` then refits the chosen
 candidate on all training rows for its chosen epochs and scores the test rows, which the
 selection never reads.
 
@@ -69,6 +71,11 @@ from zoo.run.candidates import plain
 # tail of the candidate list).
 DEFAULT_BUDGET_STEPS = None
 VALIDATION_FRACTION = 0.2
+# The one-standard-error rule (Hastie, Tibshirani and Friedman 2009, ESL sec. 7.10; Breiman
+# et al. 1984): the first candidate, in prior order, whose validation log-likelihood is
+# within this many standard errors of the best one's, the errors of the paired per-row
+# differences. 0 chooses the best mean.
+SELECTION_SE = 1.0
 # Each of the fit and validation parts needs this many rows (a standard deviation, a score).
 MIN_PART_ROWS = 2
 
@@ -86,6 +93,9 @@ class Selection:
             run); steps: the training steps the search took.
         seed, validation_fraction, budget_steps, budget_minutes, num_fit, num_validation,
             seconds: the search's arguments, part sizes and wall time.
+        selection_se: the rule's tolerance in standard errors (`choose`); gaps: per
+            scored trial, {"name", "gap", "se"}: the best mean's lead over it on the
+            validation rows and the standard error of that paired difference.
     """
 
     candidate: Candidate
@@ -102,6 +112,8 @@ class Selection:
     budget_steps: typing.Optional[int] = DEFAULT_BUDGET_STEPS
     steps: int = 0
     minutes_cut: bool = False
+    selection_se: float = SELECTION_SE
+    gaps: tuple = ()
 
     @property
     def max_epochs(self):
@@ -181,7 +193,8 @@ def cut(num_rows, seed, held):
 
 
 def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
-           candidates=CANDIDATES, validation_fraction=VALIDATION_FRACTION, verbose=False):
+           candidates=CANDIDATES, validation_fraction=VALIDATION_FRACTION, verbose=False,
+           selection_se=SELECTION_SE):
     """Chooses a candidate and its epochs on a validation cut of the training rows.
 
     Args:
@@ -196,6 +209,8 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
         candidates: `Candidate`s, best first (what a spent budget skips is the tail).
         validation_fraction: in (0, 1): share of the rows held out.
         verbose: print one line per trial.
+        selection_se: number >= 0: the one-standard-error rule's tolerance (`choose`);
+            0 chooses the best validation mean.
 
     Returns:
         A `Selection`, the same for the same data, seed and arguments unless the minutes
@@ -203,6 +218,7 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
     """
     x, y, seed, budget_steps, budget_minutes, candidates, fraction, held = _check_search(
         x, y, seed, budget_steps, budget_minutes, candidates, validation_fraction)
+    selection_se = check.number("selection_se", selection_se, low=0.0)
     begin = time.perf_counter()
     deadline = math.inf if budget_minutes is None else begin + budget_minutes * 60.0
     fit_rows, val_rows = cut(len(x), seed, held)
@@ -229,12 +245,40 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
     if not scored:
         raise ValueError("auto: no candidate reached a finite validation log-likelihood "
                          f"(tried {[t.name for t in trials]}).")
-    best = max(scored, key=lambda t: t.log_likelihood)  # the first of equals: prior order
+    best, gaps = choose(scored, selection_se)
+    if verbose and best is not max(scored, key=lambda t: t.log_likelihood):
+        print(f"auto: {best.name} kept: the best mean leads it by less than "
+              f"{selection_se:g} standard error(s)", flush=True)
     skipped = tuple(c.name for c in candidates[len(trials):])
     return Selection(next(c for c in candidates if c.name == best.name), best.best_epochs,
                      tuple(trials), bool(skipped) or any(t.cut_by_budget for t in trials),
                      skipped, seed, fraction, budget_minutes, len(fit_rows), len(val_rows),
-                     time.perf_counter() - begin, budget_steps, used, minutes_cut)
+                     time.perf_counter() - begin, budget_steps, used, minutes_cut,
+                     selection_se, gaps)
+
+
+def choose(trials, selection_se=SELECTION_SE):
+    """The one-standard-error choice among scored `trials` (in prior order).
+
+    The best trial by mean validation log-likelihood leads each other one by the mean
+    of the per-row differences, whose standard error is their sample standard deviation
+    over the square root of the rows (both scored on the same rows, so the noise the
+    rows share cancels). The first trial whose gap is at most `selection_se` standard
+    errors is chosen: a later candidate replaces an earlier one only when it is clearly
+    better, not by a hair that a different validation cut would reverse.
+
+    Returns:
+        (the chosen `Trial`, a tuple of {"name", "gap", "se"} per trial).
+    """
+    best = max(trials, key=lambda t: t.log_likelihood)  # the first of equals: prior order
+    gaps = []
+    for trial in trials:
+        difference = best.row_log_likelihoods - trial.row_log_likelihoods
+        se = float(np.std(difference, ddof=1) / math.sqrt(len(difference))) \
+            if len(difference) > 1 else 0.0
+        gaps.append({"name": trial.name, "gap": float(np.mean(difference)), "se": se})
+    chosen = next(t for t, g in zip(trials, gaps) if g["gap"] <= selection_se * g["se"])
+    return chosen, tuple(gaps)
 
 
 class AutoResult(typing.NamedTuple):
@@ -258,7 +302,7 @@ class AutoResult(typing.NamedTuple):
 
 def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
          budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None, num_samples=100,
-         verbose=False, candidates=CANDIDATES):
+         verbose=False, candidates=CANDIDATES, selection_se=SELECTION_SE):
     """`select` on the training rows, a guarded refit of the choice, score the test rows.
 
     The refit (`zoo.run.auto_refit`) builds the chosen candidate on the training rows but
@@ -281,6 +325,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
             storage before the search starts).
         verbose: print one line per trial.
         candidates: `Candidate`s, best first (default `CANDIDATES`).
+        selection_se: the search's one-standard-error tolerance (see `select`).
 
     Returns:
         `AutoResult(model, selection, scores, x_scaler, y_scaler, refit)`; scores as
@@ -304,6 +349,7 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
     num_samples = check.integer("num_samples", num_samples, maximum=limits.MAX_NUM_SAMPLES)
     x, y, seed, budget_steps, budget_minutes, candidates, _, held = _check_search(
         x_train, y_train, seed, budget_steps, budget_minutes, candidates, VALIDATION_FRACTION)
+    selection_se = check.number("selection_se", selection_se, low=0.0)
     if (x_test is None) != (y_test is None):
         raise ValueError("`x_test` and `y_test` go together: give both or neither.")
     if x_test is not None:
@@ -316,7 +362,8 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         # not after the search and the refit.
         limits.check_storage((2, num_samples, len(x_test)), np.float64,
                              "The test predictive's sampled means and variances")
-    selection = select(x, y, seed, budget_steps, budget_minutes, candidates, verbose=verbose)
+    selection = select(x, y, seed, budget_steps, budget_minutes, candidates, verbose=verbose,
+                       selection_se=selection_se)
     fit_rows, validation_rows = cut(len(x), seed, held)
     kept = auto_refit.guarded_refit(selection, x, y, fit_rows, validation_rows, seed,
                                     VALIDATION_SAMPLES)

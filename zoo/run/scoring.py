@@ -169,6 +169,15 @@ def regression_scores(prediction, y, shift=0.0, scale=1.0, level=0.95):
             "mean_stddev": float(np.mean(np.sqrt(rescaled.total_variance)))}
 
 
+def row_log_likelihoods(prediction, y, shift=0.0, scale=1.0):
+    """(log-likelihood of each row [N] float64, rmse) in the data's units, of a
+    `RegressionPrediction` on standardised targets (y, shift, scale as in
+    `regression_scores`); the rows' mean is `regression_scores`' log_likelihood."""
+    rescaled = prediction.rescale(shift=shift, scale=scale)
+    rows = np.asarray(rescaled.log_likelihood(y), dtype=np.float64).reshape(-1)
+    return rows, float(rescaled.rmse(y))
+
+
 def classification_scores(prediction, labels, num_bins=NUM_BINS):
     """accuracy, nll (nats), ece (`num_bins` bins) and brier of a `ClassificationPrediction`."""
     return {"accuracy": float(prediction.accuracy(labels)),

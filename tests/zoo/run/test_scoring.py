@@ -54,6 +54,16 @@ def test_scores_are_in_the_data_units(fitted):
     assert scores["coverage_95"] == standard["coverage_95"]
 
 
+def test_row_log_likelihoods_average_to_the_scored_log_likelihood(fitted):
+    # Each row's log density in data units is its standardised one minus log 3.
+    _, _, y, scores, prediction = fitted
+    rows, rmse = scoring.row_log_likelihoods(prediction, 10.0 + 3.0 * y, shift=10.0, scale=3.0)
+    standard_rows, _ = scoring.row_log_likelihoods(prediction, y)
+    assert rows.shape == (len(y),) and rows.dtype == np.float64
+    assert np.mean(rows) == scores["log_likelihood"] and rmse == scores["rmse"]
+    np.testing.assert_allclose(rows, standard_rows - math.log(3.0), rtol=1e-9)
+
+
 def test_predict_in_data_units_standardises_the_inputs_and_rescales_the_targets(fitted):
     # Inputs x = 2 + 5 x_std, targets y = 10 + 3 y_std: the prediction at raw inputs is
     # the standardised one moved to the data's units.
