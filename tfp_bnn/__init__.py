@@ -14,6 +14,7 @@ from tfp_bnn import _backend
 
 _backend.require_supported()
 
+from tfp_bnn import calibration
 from tfp_bnn import callbacks
 from tfp_bnn import data
 from tfp_bnn import distributions
@@ -46,6 +47,7 @@ from tfp_bnn.saving import load_predictive
 __all__ = [
     "bayesian_layers",
     "bayesianize",
+    "calibration",
     "callbacks",
     "data",
     "distributions",

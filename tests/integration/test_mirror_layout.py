@@ -31,6 +31,9 @@ FREE_FORM = ("integration", "colab", "benchmarks", "docs")
 # Private module -> the test files (relative to tests/) that exercise it
 # through the public modules that use it.
 COVERED_THROUGH = {
+    "tfp_bnn/calibration/_logit_calibration.py": [
+        "calibration/test_temperature_scaling.py", "calibration/test_vector_scaling.py",
+        "calibration/test_matrix_scaling.py", "calibration/test_calibrated.py"],
     "zoo/run/_auto_trial.py": ["zoo/run/test_auto.py"],
     "tfp_bnn/_data_units.py": ["test_export_preprocessing.py", "zoo/run/test_outputs.py"],
     "tfp_bnn/_export_files.py": ["test_export.py", "test_export_bad_input.py"],

@@ -1,0 +1,88 @@
+"""Tests of MatrixScaling: the NLL minimum (plain and with the ODIR penalty) against SciPy's,
+the layer's map, saving."""
+
+import keras
+import numpy as np
+import pytest
+from keras.src import testing
+
+from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import reference_nll
+from tests.calibration.calibration_cases import scipy_minimum
+from tfp_bnn.calibration import MatrixScaling
+
+K = 3
+
+
+def _objective(logits, labels, l2):
+    def value(theta):
+        kernel, bias = theta[:K * K].reshape(K, K), theta[K * K:]
+        off = kernel - np.diag(np.diag(kernel))
+        penalty = l2 / (K * (K - 1)) * (np.sum(off ** 2) + np.sum(bias ** 2))
+        return reference_nll(logits @ kernel + bias, labels) + penalty
+    return value
+
+
+@pytest.mark.parametrize("l2", [0.0, 2.0])
+def test_the_fit_reaches_the_penalised_nll_minimum_scipy_finds(l2):
+    logits, labels = overconfident(classes=K, samples=1, rows=500)
+    theta, value = scipy_minimum(_objective(logits, labels, l2),
+                                 np.r_[np.eye(K).ravel(), np.zeros(K)])
+    layer = MatrixScaling(l2=l2).fit(logits[0], labels)
+    assert layer.fit_result["converged"]
+    assert layer.fit_result["nll_after"] == pytest.approx(value, abs=1e-8)
+    assert layer.fit_result["nll_after"] <= value + 1e-12
+    if l2 > 0:  # strictly convex with the penalty: the parameters are unique
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.kernel),
+                                   theta[:K * K].reshape(K, K), atol=2e-3)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.bias), theta[K * K:],
+                                   atol=2e-3)
+
+
+def test_the_penalty_pulls_the_kernel_towards_diagonal():
+    logits, labels = overconfident(classes=K, rows=300)
+    plain = MatrixScaling().fit(logits[0], labels)
+    shrunk = MatrixScaling(l2=1e4).fit(logits[0], labels)
+
+    def off(layer):
+        kernel = keras.ops.convert_to_numpy(layer.kernel)
+        return np.abs(kernel - np.diag(np.diag(kernel))).max()
+    assert off(shrunk) < 0.05 * off(plain)
+
+
+@pytest.mark.jax
+def test_the_layer_multiplies_by_its_kernel():
+    logits, labels = overconfident(rows=60, classes=K)
+    layer = MatrixScaling().fit(logits[0], labels)
+    z = logits[0].astype("float32")
+    expected = z @ keras.ops.convert_to_numpy(layer.kernel) + keras.ops.convert_to_numpy(
+        layer.bias)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(z)), expected, rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.jax
+def test_keras_run_layer_test():
+    testing.TestCase().run_layer_test(
+        MatrixScaling, {"l2": 0.5}, input_shape=(2, 3), expected_output_shape=(2, 3),
+        expected_num_trainable_weights=0, expected_num_non_trainable_weights=2,
+        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
+        run_training_check=False)
+
+
+@pytest.mark.jax
+def test_a_saved_model_keeps_the_map_and_the_penalty(tmp_path):
+    logits, labels = overconfident(rows=80, classes=K)
+    model = keras.Sequential([keras.Input((K,)),
+                              MatrixScaling(l2=0.5, name="cal").fit(logits[0], labels)])
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    z = logits[0].astype("float32")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(z)),
+                                  keras.ops.convert_to_numpy(model(z)))
+    assert loaded.get_layer("cal").l2 == 0.5
+
+
+def test_a_negative_penalty_is_refused():
+    with pytest.raises(ValueError, match="`l2`"):
+        MatrixScaling(l2=-1.0)
