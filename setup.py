@@ -28,7 +28,9 @@ DOCS = ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings-python>=2.0.11",
         "mkdocs-jupyter>=0.26", "black>=24"]  # black: formats the API pages' signatures
 
 # The test extra but JAX (see the comments of `extras_require` below).
-TESTS_TENSORFLOW = ["pytest", "pytest-xdist", "tf-keras", "scikit-learn",
+# scipy (scikit-learn brings it too; named because tests import it): the independent
+# references of the calibration, conformal and metrics tests (optimize, special, stats).
+TESTS_TENSORFLOW = ["pytest", "pytest-xdist", "tf-keras", "scikit-learn", "scipy",
                     "nbclient", "nbformat", "ipykernel"] + DOCS
 
 setup(
