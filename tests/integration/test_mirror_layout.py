@@ -34,6 +34,8 @@ COVERED_THROUGH = {
     "tfp_bnn/calibration/_logit_calibration.py": [
         "calibration/test_temperature_scaling.py", "calibration/test_vector_scaling.py",
         "calibration/test_matrix_scaling.py", "calibration/test_calibrated.py"],
+    "tfp_bnn/calibration/_one_vs_rest.py": ["calibration/test_histogram_binning.py",
+                                            "calibration/test_isotonic_calibration.py"],
     "zoo/run/_auto_trial.py": ["zoo/run/test_auto.py"],
     "tfp_bnn/_data_units.py": ["test_export_preprocessing.py", "zoo/run/test_outputs.py"],
     "tfp_bnn/_export_files.py": ["test_export.py", "test_export_bad_input.py"],

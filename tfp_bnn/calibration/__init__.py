@@ -5,14 +5,18 @@ Classification (after logits, or probabilities with from_logits=False):
 - `TemperatureScaling`: z / T (Guo et al. 2017).
 - `VectorScaling`: w * z + b, per class (Guo et al. 2017).
 - `MatrixScaling`: z W + b, with Kull et al.'s (2019) off-diagonal penalty.
+- `HistogramBinning`, `IsotonicCalibration`: one-vs-rest maps of each class probability
+  (Zadrozny and Elkan 2001, 2002), renormalised.
 
 Regression (after [means, log variances]):
 
 - `VarianceScaling`: the noise variance times a fitted c^2 per output (sigma scaling).
 
-Each is fitted by `fit` on held-out outputs, one per row or S Monte Carlo samples per row,
+The affine maps and variance scaling are fitted by `fit` on held-out outputs, one per row or S Monte Carlo samples per row,
 minimising the negative log-likelihood of the predictive `tfp_bnn.predict` forms from them
 (L-BFGS in float64), or by `fit_predictive(model, x, y)`, which samples the model first.
+The binning maps are fitted on predictive probabilities (see
+`tfp_bnn.calibration._one_vs_rest` for what that means inside a Bayesian network).
 `calibrated(model, calibrator)` appends the fitted layer, so `tfp_bnn.predict`,
 `tfp_bnn.export_predictive` and `model.save` carry the calibration.
 
@@ -28,12 +32,16 @@ Example:
 """
 
 from tfp_bnn.calibration.calibrated import calibrated
+from tfp_bnn.calibration.histogram_binning import HistogramBinning
+from tfp_bnn.calibration.isotonic_calibration import IsotonicCalibration
 from tfp_bnn.calibration.matrix_scaling import MatrixScaling
 from tfp_bnn.calibration.temperature_scaling import TemperatureScaling
 from tfp_bnn.calibration.variance_scaling import VarianceScaling
 from tfp_bnn.calibration.vector_scaling import VectorScaling
 
 __all__ = [
+    "HistogramBinning",
+    "IsotonicCalibration",
     "MatrixScaling",
     "TemperatureScaling",
     "VarianceScaling",

@@ -8,6 +8,7 @@ serves the calibrated predictive, and `model.save` keeps the calibrator's fitted
 import keras
 
 from tfp_bnn.calibration._logit_calibration import LogitCalibration
+from tfp_bnn.calibration._one_vs_rest import OneVsRestCalibration
 from tfp_bnn.calibration.variance_scaling import VarianceScaling
 
 
@@ -19,8 +20,9 @@ def calibrated(model, calibrator, name=None):
 
     Args:
         model: a built Keras model whose (single) output the calibrator takes.
-        calibrator: `TemperatureScaling`, `VectorScaling`, `MatrixScaling` (after logits or
-            probabilities) or `VarianceScaling` (after [means, log variances]).
+        calibrator: `TemperatureScaling`, `VectorScaling`, `MatrixScaling`,
+            `HistogramBinning`, `IsotonicCalibration` (after logits or probabilities) or
+            `VarianceScaling` (after [means, log variances]).
         name: the new model's name (default: the model's, + "_calibrated").
 
     Returns:
@@ -28,7 +30,8 @@ def calibrated(model, calibrator, name=None):
     """
     if not isinstance(model, keras.Model) or not model.built:
         raise ValueError(f"`model` must be a built keras.Model, got {type(model).__name__}.")
-    if not isinstance(calibrator, (LogitCalibration, VarianceScaling)):
+    kinds = (LogitCalibration, OneVsRestCalibration, VarianceScaling)
+    if not isinstance(calibrator, kinds):
         raise ValueError("`calibrator` must be a tfp_bnn.calibration layer, got "
                          f"{type(calibrator).__name__}.")
     if calibrator.built is False:
