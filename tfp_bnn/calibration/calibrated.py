@@ -27,6 +27,15 @@ def calibrated(model, calibrator, name=None):
 
     Returns:
         A `keras.Model` sharing the model's layers and weights.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> x_val = np.random.rand(40, 4).astype("float32")
+    >>> y_val = np.random.randint(0, 3, size=40)
+    >>> scaling = tfp_bnn.calibration.TemperatureScaling().fit(model.predict(x_val, verbose=0),
+    ...                                                        y_val)
+    >>> tfp_bnn.calibration.calibrated(model, scaling).output.shape
+    (None, 3)
     """
     if not isinstance(model, keras.Model) or not model.built:
         raise ValueError(f"`model` must be a built keras.Model, got {type(model).__name__}.")

@@ -27,6 +27,15 @@ class HistogramBinning(OneVsRestCalibration):
 
     Returns:
         The log of the calibrated probabilities [..., K] (logits).
+
+    Example:
+    >>> rng = np.random.default_rng(0)
+    >>> logits = 4.0 * rng.normal(size=(1000, 3))           # 4x too sharp
+    >>> labels = np.array([rng.choice(3, p=np.exp(z / 4) / np.exp(z / 4).sum()) for z in logits])
+    >>> layer = tfp_bnn.calibration.HistogramBinning(num_bins=10).fit(logits, labels)
+    >>> calibrated = layer.transform(logits)
+    >>> bool(calibrated.max(axis=1).mean() < 0.9)   # less confident than the raw softmax
+    True
     """
 
     def __init__(self, num_bins=15, from_logits=True, **kwargs):

@@ -56,6 +56,14 @@ class IsotonicCalibration(OneVsRestCalibration):
 
     Returns:
         The log of the calibrated probabilities [..., K] (logits).
+
+    Example:
+    >>> rng = np.random.default_rng(0)
+    >>> logits = 4.0 * rng.normal(size=(1000, 3))           # 4x too sharp
+    >>> labels = np.array([rng.choice(3, p=np.exp(z / 4) / np.exp(z / 4).sum()) for z in logits])
+    >>> layer = tfp_bnn.calibration.IsotonicCalibration().fit(logits, labels)
+    >>> layer(logits[:2].astype("float32")).shape        # calibrated logits
+    TensorShape([2, 3])
     """
 
     def __init__(self, num_knots=101, from_logits=True, **kwargs):

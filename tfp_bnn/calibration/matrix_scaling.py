@@ -33,6 +33,14 @@ class MatrixScaling(LogitCalibration):
 
     Returns:
         Calibrated logits [..., K].
+
+    Example:
+    >>> rng = np.random.default_rng(0)
+    >>> logits = rng.normal(size=(500, 3))
+    >>> labels = np.argmax(logits[:, [1, 2, 0]], axis=1)    # the classes are rotated
+    >>> layer = tfp_bnn.calibration.MatrixScaling(l2=0.1).fit(logits, labels)
+    >>> bool(np.mean(np.argmax(layer(logits.astype("float32")), axis=1) == labels) > 0.9)
+    True
     """
 
     def __init__(self, l2=0.0, from_logits=True, **kwargs):

@@ -126,7 +126,17 @@ class VarianceScaling(keras.layers.Layer):
         return self
 
     def fit_predictive(self, model, x, y, num_samples=100, batch_size=None):
-        """`fit` on the Monte Carlo samples of `model`'s outputs at held-out inputs `x`
-        (`tfp_bnn.predict.sample`; T = `num_samples`, 1 for a deterministic model)."""
+        """`fit` on the Monte Carlo samples of `model`'s outputs at held-out inputs `x`.
+
+        Args:
+            model: a regression model with [means, log variances] outputs.
+            x: held-out inputs.
+            y: their targets (as `fit` takes them).
+            num_samples: T of `tfp_bnn.predict.sample` (1 for a deterministic model).
+            batch_size: inputs per traced call (default min(N, 1024)).
+
+        Returns:
+            self, fitted (see `fit`).
+        """
         from tfp_bnn.predict import sampling  # prediction imports layers, not back
         return self.fit(sampling.sample(model, x, num_samples, batch_size=batch_size), y)
