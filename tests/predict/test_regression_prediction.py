@@ -127,3 +127,15 @@ def test_scoring_temporaries_do_not_grow_with_the_samples(monkeypatch):
         tracemalloc.stop()
     # A chunk's temporaries are 2**14 float64 (128 KiB) each; a [T, N] one is 5 MB.
     assert peak < means.nbytes / 4, peak
+
+
+def test_cdf_is_the_gaussian_mixture_cdf():
+    from scipy import stats
+    rng = np.random.default_rng(4)
+    means, variances = rng.normal(size=(5, 7, 2)), rng.uniform(0.2, 2.0, size=(5, 7, 2))
+    prediction = RegressionPrediction(means, variances)
+    y = rng.normal(size=(7, 2))
+    expected = stats.norm.cdf(y, means, np.sqrt(variances)).mean(axis=0)
+    np.testing.assert_allclose(prediction.cdf(y), expected, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="`y`"):
+        prediction.cdf(np.zeros(3))

@@ -72,23 +72,24 @@ def _check_labels(labels):
     return labels.astype(np.int64)
 
 
-def _check_probs(probs):
-    probs = check.array("probs", probs)
+def _check_probs(probs, name="probs"):
+    """`probs` as float64 [n, K], K >= 2, rows in [0, 1] summing to 1; errors name `name`."""
+    probs = check.array(name, probs)
     if probs.ndim != 2 or probs.shape[1] < 2:
         raise ValueError(
-            f"`probs` must have shape [n, K] with K >= 2 classes, got shape {probs.shape}."
+            f"`{name}` must have shape [n, K] with K >= 2 classes, got shape {probs.shape}."
         )
     if probs.shape[0] == 0:
-        raise ValueError(f"`probs` is empty (shape {probs.shape}).")
+        raise ValueError(f"`{name}` is empty (shape {probs.shape}).")
     if not (np.issubdtype(probs.dtype, np.floating) or np.issubdtype(probs.dtype, np.integer)):
-        raise ValueError(f"`probs` must be numeric, got dtype {probs.dtype}.")
+        raise ValueError(f"`{name}` must be numeric, got dtype {probs.dtype}.")
     probs = probs.astype(np.float64)
     if not np.all(np.isfinite(probs)):
         row = int(np.flatnonzero(~np.all(np.isfinite(probs), axis=1))[0])
-        raise ValueError(f"`probs` must be finite, got {probs[row]} in row {row}.")
+        raise ValueError(f"`{name}` must be finite, got {probs[row]} in row {row}.")
     if probs.min() < 0.0 or probs.max() > 1.0:
         raise ValueError(
-            f"`probs` must lie in [0, 1], got values from {float(probs.min())!r} to "
+            f"`{name}` must lie in [0, 1], got values from {float(probs.min())!r} to "
             f"{float(probs.max())!r}."
         )
     # Probabilities usually arrive as float32 softmax outputs: each entry is
@@ -102,7 +103,7 @@ def _check_probs(probs):
     if np.any(error > tolerance):
         row = int(np.argmax(error))
         raise ValueError(
-            f"`probs` rows must sum to 1 (tolerance {tolerance:.1e}); row {row} sums to "
+            f"`{name}` rows must sum to 1 (tolerance {tolerance:.1e}); row {row} sums to "
             f"{float(probs[row].sum())!r}."
         )
     return probs
@@ -123,6 +124,11 @@ def _check_pair(labels, probs):
             f"classes, got {int(labels[bad][0])} at index {int(np.flatnonzero(bad)[0])}."
         )
     return labels, probs
+
+
+def _check_scores(scores_in, scores_out):
+    """The OOD scores of `auroc`, `aupr` and `fpr_at_95_tpr`: two 1-D finite float64 arrays."""
+    return check.vector("scores_in", scores_in), check.vector("scores_out", scores_out)
 
 
 def _bin_index(confidence, edges):
@@ -286,8 +292,7 @@ def auroc(scores_in, scores_out) -> float:
     >>> auroc([0.1, 0.2], [0.3, 0.2])   # pairs: 1, 1, 1, tie -> 3.5 / 4
     0.875
     """
-    scores_in = check.vector("scores_in", scores_in)
-    scores_out = check.vector("scores_out", scores_out)
+    scores_in, scores_out = _check_scores(scores_in, scores_out)
     pooled = np.concatenate([scores_in, scores_out])
     _, group, counts = np.unique(pooled, return_inverse=True, return_counts=True)
     # Mid-rank of a group of tied values: ranks run from end - count + 1 to end.

@@ -11,6 +11,27 @@ import numpy as np
 from tfp_bnn.metrics._scores import MAX_NLL
 from tfp_bnn.metrics._scores import check_num_bins
 
+
+def _lower_bin_edges(num_bins, dtype):
+    """Lower edges of `num_bins` equal-width bins on [0, 1], rounded down to `dtype`.
+
+    For a value c of that dtype, c > rounded-down edge exactly when c > float64
+    edge, so the bins are those of `reliability_curve` without float64 math.
+    """
+    edges = np.linspace(0.0, 1.0, num_bins + 1)[:-1]
+    lower = edges.astype(dtype)
+    return np.where(lower > edges, np.nextafter(lower, -np.inf), lower)
+
+
+def _bin_indices(values, lower_edges):
+    """The right-closed bin (edges[b], edges[b+1]] of each value (any shape), int32.
+
+    Bin 0 also holds a value of exactly 0, as in `reliability_curve`.
+    """
+    above = keras.ops.cast(keras.ops.expand_dims(values, -1) > lower_edges, "int32")
+    return keras.ops.clip(keras.ops.sum(above, axis=-1) - 1, 0, len(lower_edges) - 1)
+
+
 def _sparse_targets(y_true, y_pred, metric_name):
     """Returns (labels [batch] int32, num_classes) for sparse or one-hot y_true."""
     y_pred_shape = tuple(y_pred.shape)
@@ -193,12 +214,7 @@ class ExpectedCalibrationError(_StreamingClassificationMetric):
     def __init__(self, num_bins=15, from_logits=False, name="ece", dtype=None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
         self.num_bins = check_num_bins(num_bins)
-        edges = np.linspace(0.0, 1.0, self.num_bins + 1)[:-1]
-        # Round the float64 edges down to the metric dtype: for a value c of
-        # that dtype, c > rounded-down edge exactly when c > float64 edge, so
-        # the bins are those of `reliability_curve` without float64 math.
-        lower = edges.astype(self.dtype)
-        self._lower_edges = np.where(lower > edges, np.nextafter(lower, -np.inf), lower)
+        self._lower_edges = _lower_bin_edges(self.num_bins, self.dtype)
         self.bin_weight = self.add_variable((self.num_bins,), "zeros", name="bin_weight")
         self.bin_confidence = self.add_variable((self.num_bins,), "zeros", name="bin_confidence")
         self.bin_correct = self.add_variable((self.num_bins,), "zeros", name="bin_correct")
@@ -216,8 +232,7 @@ class ExpectedCalibrationError(_StreamingClassificationMetric):
             dtype=self.dtype,
         )
         correct = keras.ops.sum(predicted_onehot * onehot, axis=-1)
-        above = keras.ops.cast(confidence[:, None] > self._lower_edges[None, :], "int32")
-        bins = keras.ops.clip(keras.ops.sum(above, axis=-1) - 1, 0, self.num_bins - 1)
+        bins = _bin_indices(confidence, self._lower_edges)
         sums = keras.ops.segment_sum(
             keras.ops.stack([weights, weights * confidence, weights * correct], axis=-1),
             bins,

@@ -217,6 +217,24 @@ class RegressionPrediction:
         high0 = self.sample_means.max(axis=0) + reach
         return self._quantile(low_q, low0, high0), self._quantile(high_q, low0, high0)
 
+    def cdf(self, y):
+        """The predictive CDF at targets `y`: (1/T) sum_t Phi((y - mu_t) / sigma_t), per
+        output; the probability integral transform, uniform on [0, 1] for a calibrated
+        predictive (`tfp_bnn.metrics.probability_integral_transform`).
+
+        Args:
+            y: targets [N, D] (or [N] for D = 1).
+
+        Returns:
+            A float64 array in [0, 1], shaped like `mean`.
+        """
+        y = self._targets(y)
+        if not self._gaussian():
+            raise ValueError(
+                "The predictive's output distributions are not Normal; its CDF is not the "
+                "Gaussian mixture's (predict a Normal head, or evaluate the family's CDF).")
+        return self._mixture_cdf(y)
+
     def _gaussian(self):
         """Whether the predictive is the Gaussian mixture of the sampled means and variances."""
         return True
