@@ -16,6 +16,7 @@ _backend.require_supported()
 
 from tfp_bnn import calibration
 from tfp_bnn import callbacks
+from tfp_bnn import conformal
 from tfp_bnn import data
 from tfp_bnn import distributions
 from tfp_bnn import ensembles
@@ -49,6 +50,7 @@ __all__ = [
     "bayesianize",
     "calibration",
     "callbacks",
+    "conformal",
     "data",
     "distributions",
     "ensembles",
