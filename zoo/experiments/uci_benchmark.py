@@ -198,7 +198,7 @@ def _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minute
                "ll": result.scores["log_likelihood"],
                "seconds": time.perf_counter() - split_start,
                "chosen": selection.candidate.name, "selection": selection.to_json(),
-               "refit": result.refit}
+               "refit": result.refit, "conformal": result.conformal}
         rows.append(row)
         if verbose:
             print(f"{name} auto split {k + 1:2d}/{splits}: {row['chosen']} "
@@ -213,7 +213,18 @@ def _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minute
             "validation": False, "num_samples": num_samples, "num_splits": splits,
             "rows": rows, "rmse": _summary([r["rmse"] for r in rows]),
             "ll": _summary([r["ll"] for r in rows]),
+            "conformal": _conformal_summary(rows),
             "seconds": time.perf_counter() - start}
+
+
+def _conformal_summary(rows):
+    """Mean and s.e. over the splits of each interval score (splits without one left out)."""
+    scored = [r["conformal"] for r in rows if r["conformal"] is not None]
+    if not scored:
+        return None
+    keys = ("conformal_coverage", "conformal_width", "model_coverage", "model_width")
+    return {"level": scored[0]["level"], "splits": len(scored),
+            **{key: _summary([c[key] for c in scored]) for key in keys}}
 
 
 def run(dataset, model, splits=None, epochs=None, seed=0, num_samples=100, verbose=True,

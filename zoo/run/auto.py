@@ -55,6 +55,7 @@ import numpy as np
 from tfp_bnn import _validation as check
 from tfp_bnn.data import Standardizer
 from tfp_bnn.predict import limits
+from zoo.run import auto_conformal
 from zoo.run import auto_refit
 from zoo.run import scoring
 from zoo.run._auto_trial import NUM_CHECKS  # noqa: F401 - `auto.NUM_CHECKS` is documented
@@ -284,8 +285,9 @@ def choose(trials, selection_se=SELECTION_SE):
 class AutoResult(typing.NamedTuple):
     """What `auto` returns: the kept model (the refit, or the search's model where the
     guard replaced it), the selection, the test scores (or None), the standardisers the
-    model expects its data through, and the refit guard's record
-    (`zoo.run.auto_refit`)."""
+    model expects its data through, the refit guard's record (`zoo.run.auto_refit`), and
+    the test coverage and width of conformal intervals calibrated on the guard rows
+    (`zoo.run.auto_conformal`; None without test rows or with too few guard rows)."""
 
     model: keras.Model
     selection: Selection
@@ -293,6 +295,7 @@ class AutoResult(typing.NamedTuple):
     x_scaler: Standardizer
     y_scaler: Standardizer
     refit: typing.Optional[dict] = None
+    conformal: typing.Optional[dict] = None
 
     def predict(self, x, num_samples=100):
         """The predictive distribution at raw inputs `x`, in the target's units."""
@@ -328,8 +331,9 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         selection_se: the search's one-standard-error tolerance (see `select`).
 
     Returns:
-        `AutoResult(model, selection, scores, x_scaler, y_scaler, refit)`; scores as
-        `zoo.run.scoring.regression_scores` (plus predict and train seconds) or None.
+        `AutoResult(model, selection, scores, x_scaler, y_scaler, refit, conformal)`;
+        scores as `zoo.run.scoring.regression_scores` (plus predict and train seconds) or
+        None; conformal as `zoo.run.auto_conformal.conformal_scores` or None.
 
     Example:
     >>> import zoo
@@ -371,12 +375,16 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         print(f"auto: the refit scored {kept.record['refit_ll']} on the guard rows against "
               f"{kept.record['search_ll']} for the search's model, which replaces it",
               flush=True)
-    scores = None
+    scores = intervals = None
     if x_test is not None:
-        scores, _ = scoring.score(kept.model, kept.x_scaler.transform(x_test).astype("float32"),
-                                  y_test, num_samples=num_samples,
-                                  shift=float(kept.y_scaler.mean),
-                                  scale=float(kept.y_scaler.std))
+        shift, scale = float(kept.y_scaler.mean), float(kept.y_scaler.std)
+        scores, prediction = scoring.score(
+            kept.model, kept.x_scaler.transform(x_test).astype("float32"), y_test,
+            num_samples=num_samples, shift=shift, scale=scale)
         scores["train_seconds"] = kept.record["refit_seconds"]
+        guard = auto_refit.guard_rows(validation_rows)
+        intervals = auto_conformal.conformal_scores(
+            kept.model, kept.x_scaler, kept.y_scaler, x[guard], y[guard],
+            prediction.rescale(shift=shift, scale=scale), y_test, num_samples)
     return AutoResult(kept.model, selection, scores, kept.x_scaler, kept.y_scaler,
-                      plain(kept.record))
+                      plain(kept.record), None if intervals is None else plain(intervals))

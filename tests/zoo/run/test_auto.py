@@ -278,3 +278,16 @@ def test_a_bad_selection_tolerance_is_refused_before_any_training():
         auto.select(X, Y, seed=0, candidates=TINY, selection_se=-1.0)
     with pytest.raises(ValueError, match="selection_se"):
         auto.auto(X, Y, seed=0, candidates=TINY, selection_se=float("nan"))
+
+
+def test_conformal_intervals_calibrated_on_the_guard_rows_are_scored_on_the_test_rows(searched):
+    result, _ = searched
+    record = result.conformal
+    # 24 validation rows, half of them the guard: 12 calibration rows, enough for 90%.
+    assert record["calibration_rows"] == result.refit["guard_rows"] == 12
+    assert record["level"] == pytest.approx(0.9)
+    for key in ("conformal_coverage", "model_coverage"):
+        # Coverage is a fraction of the 40 test rows.
+        assert 0.0 <= record[key] <= 1.0 and (record[key] * len(Y_TEST)) % 1 < 1e-9
+    assert record["conformal_width"] > 0 and record["model_width"] > 0
+    assert auto.auto(X, Y, seed=3, candidates=(HETEROSCEDASTIC,)).conformal is None
