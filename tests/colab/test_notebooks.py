@@ -8,7 +8,7 @@ cell's outputs differ in kind from the stored ones: a cell that newly prints
 or draws, stops drawing, or a notebook whose outputs were stripped. Values
 (scores, pixels) may differ from run to run.
 
-The six share one `python3` kernel (`store.shared_kernel`), cleared between
+The seven share one `python3` kernel (`store.shared_kernel`), cleared between
 notebooks (names, figures, Keras' layer-name counters, working directory):
 a kernel start-up and a TensorFlow import cost ~7 s, a third of a notebook's
 run. What a shared kernel cannot clear is the modules an earlier notebook
@@ -42,6 +42,7 @@ NOTEBOOKS = (
     "bayesian_transformer_moments.ipynb",
     "porting_from_tfp_layers.ipynb",
     "uncertainty_for_your_model.ipynb",
+    "coverage_and_calibration.ipynb",
 )
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^\s()]+")
@@ -64,6 +65,7 @@ CI_PARAMETERS = {
     "bayesian_transformer_moments.ipynb": {"EPOCHS": 1, "NUM_SAMPLES": 5},
     "porting_from_tfp_layers.ipynb": {"EPOCHS": 20, "LENET_EPOCHS": 1},
     "uncertainty_for_your_model.ipynb": {"EPOCHS": 1, "FINE_TUNE_EPOCHS": 1},
+    "coverage_and_calibration.ipynb": {"EPOCHS": 1, "DIGITS_EPOCHS": 1, "NUM_SAMPLES": 4},
 }
 
 

@@ -107,3 +107,12 @@ def test_bad_set_input(metric, labels, sets, pattern):
 def test_bad_mean_set_size_input():
     with pytest.raises(ValueError, match=r"`sets` must be a boolean mask"):
         conformal.mean_set_size(np.ones((2, 3)))
+
+
+def test_one_output_columns_are_taken_as_vectors():
+    # RegressionPrediction.interval gives [N, 1] for one output.
+    lower, upper = np.array([[0.0], [1.0], [2.0]]), np.array([[1.0], [2.0], [3.0]])
+    assert conformal.coverage(np.array([[0.5], [3.0], [2.5]]), lower, upper) == pytest.approx(2 / 3)
+    assert conformal.mean_width(lower, upper) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="`lower` must be 1-D"):
+        conformal.coverage(np.zeros(3), np.zeros((3, 2)), np.zeros((3, 2)))

@@ -38,8 +38,11 @@ class SizeStratifiedCoverage(collections.namedtuple(
 
 
 def _bounds(name, values):
-    """`values` as a 1-D float64 array without NaN (infinite bounds allowed), non-empty."""
+    """`values` as a 1-D float64 array without NaN (infinite bounds allowed), non-empty; a
+    column [N, 1] (one output of `RegressionPrediction.interval`) is taken as [N]."""
     values = check.array(name, values)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
     if values.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {values.shape}.")
     if values.size == 0:
@@ -91,9 +94,10 @@ def coverage(y, lower, upper) -> float:
     """The fraction of targets inside their interval, lower <= y <= upper.
 
     Args:
-        y: test targets [N], finite.
-        lower: the intervals' lower ends [N] (may be -inf).
-        upper: their upper ends [N] (may be inf).
+        y: test targets [N] (or [N, 1]), finite.
+        lower: the intervals' lower ends [N] (or [N, 1], as `RegressionPrediction.interval`
+            gives them for one output; may be -inf).
+        upper: their upper ends, shaped as `lower` (may be inf).
 
     Returns:
         A float in [0, 1].
@@ -103,7 +107,8 @@ def coverage(y, lower, upper) -> float:
     0.6666666666666666
     """
     lower, upper = _interval(lower, upper)
-    y = check.vector("y", y)
+    y = check.array("y", y)
+    y = check.vector("y", y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y)
     _split.matching_rows(lower=lower, y=y)
     return float(np.mean((lower <= y) & (y <= upper)))
 
