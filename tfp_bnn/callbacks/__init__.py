@@ -11,6 +11,7 @@ from tfp_bnn.callbacks.kl_schedules import LinearWarmup
 from tfp_bnn.callbacks.kl_scheduler import KLScheduler
 from tfp_bnn.callbacks.kl_scheduler import consolidate_kl_logs
 from tfp_bnn.callbacks.reset_covariance import ResetCovariance
+from tfp_bnn.callbacks.swag import SWAG
 
 __all__ = [
     "AtomicBackupAndRestore",
@@ -22,6 +23,7 @@ __all__ = [
     "KLScheduler",
     "LinearWarmup",
     "ResetCovariance",
+    "SWAG",
     "TrainingDiverged",
     "consolidate_kl_logs",
 ]
