@@ -290,12 +290,16 @@ class MemberLoss(keras.losses.Loss):
         self.loss = loss
 
     def call(self, y_true, y_pred):
-        y_pred = tf.convert_to_tensor(y_pred)
+        # keras.ops: the cheap ensembles (tfp_bnn.layers.ensemble) train with it on JAX too.
+        y_pred = keras.ops.convert_to_tensor(y_pred)
         count = y_pred.shape[1] if len(y_pred.shape) >= 2 else None
         if count is None:
             raise ValueError("MemberLoss needs ensemble outputs [batch, members, ...] with a "
                              f"known number of members, got shape {tuple(y_pred.shape)}.")
-        return tf.add_n([self.loss.call(y_true, y_pred[:, m]) for m in range(count)])
+        total = self.loss.call(y_true, y_pred[:, 0])
+        for m in range(1, count):
+            total = total + self.loss.call(y_true, y_pred[:, m])
+        return total
 
     def get_config(self):
         config = super().get_config()

@@ -147,6 +147,19 @@ CASES = [
     Case(layers.SpectralNormalization,
          {"layer": keras.layers.Dense(3), "norm_multiplier": 0.9}, (2, 4), (2, 3), 2, 1, 0, 0,
          False),
+    # Cheap ensembles (tests/layers/ensemble), deterministic: BatchEnsemble's shared kernel,
+    # input and output fast weights and per-member bias, on a batch of 2 tiles (2 members);
+    # the packed layers' grouped kernel and bias; the tiling layers have no weights.
+    Case(layers.BatchEnsembleDense, {"units": 3, "num_members": 2}, (4, 4), (4, 3), 4, 0, 0, 0,
+         True),
+    Case(layers.BatchEnsembleConv2D, {"filters": 3, "kernel_size": 3, "num_members": 2},
+         (4, 5, 5, 2), (4, 3, 3, 3), 4, 0, 0, 0, False),
+    Case(layers.EnsembleTile, {"num_members": 2}, (2, 4), (4, 4), 0, 0, 0, 0, False),
+    Case(layers.EnsembleUntile, {"num_members": 2}, (4, 3), (2, 2, 3), 0, 0, 0, 0, False),
+    Case(layers.PackedDense, {"units": 4, "num_members": 2}, (2, 4), (2, 8), 2, 0, 0, 0, True),
+    Case(layers.PackedConv2D, {"filters": 2, "kernel_size": 3, "num_members": 2},
+         (2, 5, 5, 4), (2, 3, 3, 4), 2, 0, 0, 0, False),
+    Case(layers.PackedOutput, {"num_members": 2}, (2, 6), (2, 2, 3), 0, 0, 0, 0, False),
 ]
 
 def _params(cases):

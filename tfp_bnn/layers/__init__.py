@@ -1,6 +1,8 @@
 """Keras 3 variational layers built on TensorFlow Probability."""
 
 from tfp_bnn.layers.variational.base import BayesianLayer
+from tfp_bnn.layers.ensemble.batch_ensemble_conv2d import BatchEnsembleConv2D
+from tfp_bnn.layers.ensemble.batch_ensemble_dense import BatchEnsembleDense
 from tfp_bnn.layers.attention.bayesian_layer_normalization import BayesianLayerNormalization
 from tfp_bnn.layers.attention.bayesian_multi_head_attention import BayesianMultiHeadAttention
 from tfp_bnn.layers.attention.bayesian_transformer_block import BayesianTransformerBlock
@@ -23,6 +25,8 @@ from tfp_bnn.layers.variational.dense_reparameterization import DenseReparameter
 from tfp_bnn.layers.variational.dense_variational import DenseVariational
 from tfp_bnn.layers.distribution.distribution_lambda import DistributionLambda
 from tfp_bnn.layers.variational.embedding_reparameterization import EmbeddingReparameterization
+from tfp_bnn.layers.ensemble.ensemble_tile import EnsembleTile
+from tfp_bnn.layers.ensemble.ensemble_untile import EnsembleUntile
 from tfp_bnn.layers.recurrent.gru_cell_flipout import GRUCellFlipout
 from tfp_bnn.layers.recurrent.gru_cell_reparameterization import GRUCellReparameterization
 from tfp_bnn.layers.heads.heteroscedastic_classification import HeteroscedasticClassification
@@ -45,6 +49,9 @@ from tfp_bnn.layers.node.node_base import NodeLayer
 from tfp_bnn.layers.node.node_conv2d import NodeConv2D
 from tfp_bnn.layers.node.node_dense import NodeDense
 from tfp_bnn.layers.distribution.one_hot_categorical import OneHotCategorical
+from tfp_bnn.layers.ensemble.packed_conv2d import PackedConv2D
+from tfp_bnn.layers.ensemble.packed_dense import PackedDense
+from tfp_bnn.layers.ensemble.packed_output import PackedOutput
 from tfp_bnn.layers.gaussian_process.random_feature_gaussian_process import RandomFeatureGaussianProcess
 from tfp_bnn.layers.gaussian_process.random_feature_gaussian_process import mean_field_logits
 from tfp_bnn.layers.gaussian_process.spectral_normalization import SpectralNormalization
@@ -52,6 +59,8 @@ from tfp_bnn.layers.heads.target_scaling import TargetScaling
 from tfp_bnn.layers.gaussian_process.variational_gaussian_process import VariationalGaussianProcess
 
 __all__ = [
+    "BatchEnsembleConv2D",
+    "BatchEnsembleDense",
     "BayesianLayer",
     "BayesianLayerNormalization",
     "BayesianMultiHeadAttention",
@@ -75,6 +84,8 @@ __all__ = [
     "DenseVariational",
     "DistributionLambda",
     "EmbeddingReparameterization",
+    "EnsembleTile",
+    "EnsembleUntile",
     "GRUCellFlipout",
     "GRUCellReparameterization",
     "HeteroscedasticClassification",
@@ -97,6 +108,9 @@ __all__ = [
     "NodeDense",
     "NodeLayer",
     "OneHotCategorical",
+    "PackedConv2D",
+    "PackedDense",
+    "PackedOutput",
     "RandomFeatureGaussianProcess",
     "SpectralNormalization",
     "TargetScaling",
