@@ -54,6 +54,8 @@ from zoo.experiments.shift_tables import aggregate_seeds
 from zoo.experiments.shift_tables import format_table
 from zoo.experiments.shift_tables import summarize
 from zoo.models import digits as digits_models
+from zoo.models import calibrated
+from zoo.models import cheap_ensembles
 from zoo.models import node_bnn
 from zoo.models import posthoc
 from zoo.models.digits import BuildAndTrain
@@ -73,6 +75,10 @@ TRAINERS = {
     "node_bnn_cnn_flow": BuildAndTrain(node_bnn.node_bnn_cnn_flow),
     "bayesianized_cnn": posthoc.bayesianized_cnn,
     "laplace_cnn": posthoc.laplace_cnn,
+    "temperature_cnn": calibrated.temperature_cnn,
+    "swag_cnn": cheap_ensembles.swag_cnn,
+    "batch_ensemble_cnn": BuildAndTrain(cheap_ensembles.batch_ensemble_cnn),
+    "packed_cnn": BuildAndTrain(cheap_ensembles.packed_cnn),
 }
 # The row whose trained network a two-stage row starts from (its `pretrained=`).
 STAGE1 = {"bayesianized_cnn": "deterministic_cnn", "laplace_cnn": "deterministic_cnn"}

@@ -138,7 +138,7 @@ def flipout_cnn(input_shape, task="classification", num_classes=None, num_train=
         learning_rate, decay_steps)
 
 
-def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0):
+def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0, callbacks=()):
     """Fits `model` on data["x_train"], data["y_train"]; returns the History.
 
     A model with KL-carrying layers (variational or node-based) trains with
@@ -153,6 +153,7 @@ def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0):
         seed: int >= 0; seeds Python, NumPy and TensorFlow (the minibatch order of `fit`
             included) before training.
         verbose: passed to `fit`.
+        callbacks: more Keras callbacks for `fit` (e.g. `tfp_bnn.callbacks.SWAG`).
 
     Returns:
         The `keras.callbacks.History` of `fit`.
@@ -165,7 +166,7 @@ def train(model, data, epochs=EPOCHS, batch_size=BATCH_SIZE, seed=0, verbose=0):
             raise ValueError(f"`data` needs the key {key!r}; it has {sorted(data)}.")
     x_train, y_train = data["x_train"], data["y_train"]
     keras.utils.set_random_seed(seed)
-    callbacks = []
+    callbacks = list(callbacks)
     if kl_layers(model):
         callbacks.append(KLScheduler(num_examples=len(x_train)))
     return model.fit(x_train, y_train, epochs=epochs, batch_size=batch_size,

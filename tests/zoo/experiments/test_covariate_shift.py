@@ -10,6 +10,8 @@ from tfp_bnn.data.corruptions import CORRUPTIONS
 from tfp_bnn.data.corruptions import corrupt
 from tfp_bnn.data.digits import load_digits
 from zoo.experiments import covariate_shift
+from zoo.models import calibrated
+from zoo.models import cheap_ensembles
 from zoo.models import digits as digits_models
 from zoo.models import posthoc
 
@@ -131,14 +133,19 @@ def test_format_table_of_the_harness(rows):
 
 def test_trainers_registry_has_the_four_families_and_the_post_hoc_cnns():
     # Per architecture: deterministic, Flipout, node-BNN (Gaussian), node-BNN (flow); then
-    # the deterministic CNN made Bayesian after training.
+    # the deterministic CNN made Bayesian after training; then calibrated and cheap
+    # ensembles of the same CNN.
     assert list(covariate_shift.TRAINERS) == [
         "deterministic_mlp", "flipout_mlp", "node_bnn_mlp_gaussian", "node_bnn_mlp_flow",
         "deterministic_cnn", "flipout_cnn", "node_bnn_cnn_gaussian", "node_bnn_cnn_flow",
-        "bayesianized_cnn", "laplace_cnn"]
+        "bayesianized_cnn", "laplace_cnn", "temperature_cnn", "swag_cnn",
+        "batch_ensemble_cnn", "packed_cnn"]
     trainers = covariate_shift.TRAINERS
     assert trainers["bayesianized_cnn"] is posthoc.bayesianized_cnn
     assert trainers["laplace_cnn"] is posthoc.laplace_cnn
+    assert trainers["temperature_cnn"] is calibrated.temperature_cnn
+    assert trainers["swag_cnn"] is cheap_ensembles.swag_cnn
+    assert trainers["packed_cnn"].builder is cheap_ensembles.packed_cnn
     assert trainers["deterministic_cnn"].builder is digits_models.deterministic_cnn
     assert covariate_shift.STAGE1 == {"bayesianized_cnn": "deterministic_cnn",
                                       "laplace_cnn": "deterministic_cnn"}
