@@ -106,3 +106,26 @@ def test_a_subclassed_model_is_wrapped_and_bad_arguments_are_refused(overconfide
         calibrated(model, keras.layers.Dense(2))
     with pytest.raises(ValueError, match="not fitted"):
         calibrated(model, TemperatureScaling())
+
+
+def test_a_deep_ensemble_is_calibrated_on_its_exact_mixture(overconfident_data):
+    x, labels = overconfident_data
+    members = []
+    for m in range(3):
+        inputs = keras.Input((4,))
+        members.append(keras.Model(inputs, keras.layers.Dense(
+            4, use_bias=False, kernel_initializer=keras.initializers.Identity(2.0 + m))(inputs)))
+    ensemble = tfp_bnn.ensembles.deep_ensemble(members)
+    scaling = TemperatureScaling().fit_predictive(ensemble, x, labels, num_samples=3)
+    # The mixture of the three members' softmax(c_m x / T), minimised over T apart.
+    from scipy import optimize
+
+    def nll(log_t):
+        probs = np.mean([special.softmax((2.0 + m) * x / np.exp(log_t), axis=-1)
+                         for m in range(3)], axis=0)
+        return -np.mean(np.log(probs[np.arange(len(labels)), labels]))
+    found = optimize.minimize_scalar(nll, bounds=(-3, 5), method="bounded",
+                                     options={"xatol": 1e-10})
+    assert scaling.temperature == pytest.approx(np.exp(found.x), rel=1e-4)
+    prediction = tfp_bnn.predict.classification(calibrated(ensemble, scaling), x, num_samples=3)
+    assert prediction.nll(labels) == pytest.approx(found.fun, rel=1e-4)
