@@ -328,10 +328,11 @@ def mixture_accuracy(y_true, y_pred):
 
     Example:
     >>> logits = np.array([[[2.0, 0.0], [0.0, 1.0]]], "float32")   # 1 example, 2 members
-    >>> mixture_accuracy(np.array([0]), logits).numpy()
+    >>> keras.ops.convert_to_numpy(mixture_accuracy(np.array([0]), logits))
     array([1.], dtype=float32)
     """
-    probs = tf.reduce_mean(tf.nn.softmax(tf.convert_to_tensor(y_pred), axis=-1), axis=1)
+    probs = keras.ops.mean(keras.ops.softmax(keras.ops.convert_to_tensor(y_pred), axis=-1),
+                           axis=1)
     return keras.metrics.sparse_categorical_accuracy(y_true, probs)
 
 

@@ -51,7 +51,8 @@ SWAG_MEMBERS = 30
 def _compiled(model, learning_rate):
     model.compile(optimizer=_common.optimizer(learning_rate, None),
                   loss=tfp_bnn.ensembles.MemberLoss(
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True)))
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True)),
+                  metrics=[tfp_bnn.ensembles.MixtureAccuracy(name="accuracy")])
     return _common.build_optimizer(model)
 
 
