@@ -3,8 +3,10 @@
 A model here is a classifier whose plain call gives member logits [B, M, K]: it trains with
 `tfp_bnn.ensembles.MemberLoss`, `tfp_bnn.predict` gives the exact mixture of the members,
 other sample counts are refused, and the `.keras` file and the exported predictive give the
-same numbers. Plus NumPy references (softmax, a direct 2-D convolution) the layer tests
-compare with.
+same numbers (`TrainedClassifierChecks`, the tests every layer test file runs on its model).
+Plus the checks the layers share (argument errors, mixed precision, the members they
+declare) and NumPy references (softmax, a direct 2-D convolution) the layer tests compare
+with.
 """
 
 import keras
@@ -14,6 +16,7 @@ from keras import ops
 
 import tfp_bnn
 from tfp_bnn.layers._tracing import sample_trace
+from tfp_bnn.predict.engine import sample_multiple
 
 RNG = np.random.default_rng(0)
 
@@ -114,6 +117,106 @@ def assert_export_serves_the_mixture(model, x, num_members, path):
     np.testing.assert_allclose(out["probabilities"], expected.probs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["mutual_information"], expected.mutual_information,
                                rtol=1e-4, atol=1e-6)
+
+
+def assert_trains_under_mixed_float16(model, x, y, num_members):
+    """Under the mixed_float16 policy (set by the caller) `model` computes in float16 with
+    float32 weights, a few epochs lower its member loss, and `tfp_bnn.predict` still gives
+    the mixture of its members (to float16's rounding)."""
+    assert model(x).dtype == "float16"
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=member_loss())
+    losses = model.fit(x, y, batch_size=16, epochs=3, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert all(w.dtype == "float32" for w in model.weights)
+    assert_predictive_is_the_mixture(model, x[:10], num_members, tolerance=1e-3)
+
+
+class TrainedClassifierChecks:
+    """The tests of a cheap-ensemble classifier trained once with the member loss.
+
+    A layer test file subclasses it as a `Test...` class (pytest collects the tests there,
+    once per file) and sets `build` (`staticmethod` of a function returning the uncompiled
+    model, its plain call [B, M, classes]), `num_members`, `data` (x, y as
+    `classification_data` makes them), `seed` and `epochs`; `check_loaded` is what the file
+    checks more on the model its `.keras` file loads.
+    """
+
+    build = None
+    num_members = None
+    data = None
+    seed = None
+    epochs = 8
+    classes = 3
+
+    @pytest.fixture(scope="class")
+    def trained(self):
+        """(model, member losses before, after) of the model trained once for the class."""
+        keras.utils.set_random_seed(self.seed)
+        model = self.build()
+        before, after = train(model, *self.data, epochs=self.epochs)
+        return model, before, after
+
+    def check_loaded(self, loaded):
+        """More checks on the model loaded from the `.keras` file (none by default)."""
+
+    @pytest.mark.jax
+    def test_trains_every_member_with_member_loss(self, trained):
+        model, before, after = trained
+        x = self.data[0]
+        assert model(x).shape == (len(x), self.num_members, self.classes)
+        assert_trained(before, after)
+
+    @pytest.mark.jax
+    def test_predicts_the_exact_mixture_of_its_members(self, trained):
+        assert_predictive_is_the_mixture(trained[0], self.data[0][:10], self.num_members)
+
+    @pytest.mark.jax
+    def test_refuses_sample_counts_off_its_members(self, trained):
+        assert_refuses_other_sample_counts(trained[0], self.data[0][:10], self.num_members)
+
+    @pytest.mark.jax
+    def test_keras_file_gives_the_same_outputs(self, trained, tmp_path):
+        loaded = assert_saved_model_loads(trained[0], self.data[0], str(tmp_path / "model.keras"))
+        self.check_loaded(loaded)
+
+    def test_exported_predictive_serves_the_mixture(self, trained, tmp_path):
+        assert_export_serves_the_mixture(trained[0], self.data[0][:10], self.num_members,
+                                         tmp_path / "served")
+
+
+def assert_bad_arguments_name_themselves(cls, good, cases):
+    """`cls(**good)` with each case's bad arguments put in raises a one-line ValueError
+    that matches the case's message."""
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message) as error:
+            cls(**{**good, **bad})
+        assert "\n" not in str(error.value)
+
+
+def assert_mixed_precision_matches_float32(half, full, x):
+    """`half` (dtype policy mixed_float16) computes in float16 with float32 weights and
+    gives what `full` (the same layer in float32) gives with its weights, to float16's
+    rounding."""
+    out = half(x)
+    full(x)
+    full.set_weights(half.get_weights())
+    assert ops.convert_to_numpy(out).dtype == np.float16
+    assert all(w.dtype == "float32" for w in half.weights)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ops.convert_to_numpy(full(x)),
+                               rtol=2e-2, atol=2e-2)
+
+
+def assert_declares_its_members(cls, num_members, input_shape):
+    """`cls(num_members)` (a layer whose one argument is M) makes `tfp_bnn.predict` keep a
+    model's sample counts a multiple of M, round trips its config, and refuses an M < 1
+    naming `num_members`."""
+    layer = cls(num_members, name="members")
+    assert sample_multiple(keras.Sequential([keras.Input(input_shape), layer])) == num_members
+    again = cls.from_config(layer.get_config())
+    assert (again.num_members, again.name) == (num_members, "members")
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"`num_members` must be a positive int, got {bad}"):
+            cls(bad)
 
 
 def conv2d_reference(x, kernel, strides=(1, 1), padding="valid"):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from tests.layers.ensemble import checks
 from tfp_bnn import layers
 from tfp_bnn.layers.ensemble._batch_ensemble import BatchEnsembleLayer
 from tfp_bnn.predict.engine import sample_multiple
@@ -35,10 +36,7 @@ def test_bad_arguments_name_themselves(cls, init):
          "`fast_weight_constraint` must be a Keras constraint"),
         ({next(iter(init)): 0}, f"`{next(iter(init))}` must be a positive int, got 0"),
     ]
-    for bad, message in cases:
-        with pytest.raises(ValueError, match=message) as error:
-            cls(**{**good, **bad})
-        assert "\n" not in str(error.value)
+    checks.assert_bad_arguments_name_themselves(cls, good, cases)
     assert isinstance(cls(**good), BatchEnsembleLayer)
 
 
@@ -89,12 +87,5 @@ def test_declares_its_members_as_the_sample_multiple(cls, init):
 def test_mixed_precision_computes_in_float16_with_float32_weights(cls, init):
     shape = (4, 6, 6, 2) if "filters" in init else (4, 5)
     x = np.random.default_rng(0).normal(size=shape).astype("float32")
-    layer = cls(**init, num_members=2, dtype="mixed_float16")
-    full = cls(**init, num_members=2)
-    out = layer(x)
-    full(x)
-    full.set_weights(layer.get_weights())
-    assert ops.convert_to_numpy(out).dtype == np.float16
-    assert all(w.dtype == "float32" for w in layer.weights)
-    np.testing.assert_allclose(ops.convert_to_numpy(out), ops.convert_to_numpy(full(x)),
-                               rtol=2e-2, atol=2e-2)
+    checks.assert_mixed_precision_matches_float32(
+        cls(**init, num_members=2, dtype="mixed_float16"), cls(**init, num_members=2), x)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from tfp_bnn import layers
 from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.layers.ensemble import _tiles
 
@@ -72,3 +73,16 @@ def test_check_rows_names_the_layer_and_the_fix():
     with pytest.raises(ValueError, match="BatchEnsembleDense takes a batch of T = 4 tiles.*got "
                                          "6 rows.*EnsembleTile"):
         _tiles.check_rows(np.zeros((6, 2)), 4, "BatchEnsembleDense")
+
+
+def test_the_members_layers_declare_m_and_the_packed_layers_do_not():
+    # The packed layers before PackedOutput hold every member in every row, whatever the
+    # sample count: only the layers that read or write the tile layout declare M.
+    for layer in (layers.EnsembleTile(3), layers.EnsembleUntile(3), layers.PackedOutput(3),
+                  layers.BatchEnsembleDense(2, num_members=3),
+                  layers.BatchEnsembleConv2D(2, 3, num_members=3)):
+        assert isinstance(layer, _tiles.MembersLayer)
+        assert layer.samples_multiple == layer.get_config()["num_members"] == 3
+    for layer in (layers.PackedDense(6, num_members=3), layers.PackedConv2D(6, 3, num_members=3)):
+        assert not isinstance(layer, _tiles.MembersLayer)
+        assert not hasattr(layer, "samples_multiple")

@@ -69,35 +69,9 @@ def cnn(classes=3):
 X, Y = checks.classification_data((8, 8, 1))
 
 
-@pytest.fixture(scope="module")
-def trained():
-    keras.utils.set_random_seed(4)
-    model = cnn()
-    before, after = checks.train(model, X, Y, epochs=10)
-    return model, before, after
-
-
-@pytest.mark.jax
-def test_cnn_trains_every_member_with_member_loss(trained):
-    model, before, after = trained
-    assert model(X).shape == (len(X), M, 3)
-    checks.assert_trained(before, after)
-
-
-@pytest.mark.jax
-def test_cnn_predicts_the_exact_mixture_of_its_members(trained):
-    checks.assert_predictive_is_the_mixture(trained[0], X[:10], M)
-
-
-@pytest.mark.jax
-def test_cnn_refuses_sample_counts_off_its_members(trained):
-    checks.assert_refuses_other_sample_counts(trained[0], X[:10], M)
-
-
-@pytest.mark.jax
-def test_cnn_keras_file_gives_the_same_outputs(trained, tmp_path):
-    checks.assert_saved_model_loads(trained[0], X, str(tmp_path / "be_cnn.keras"))
-
-
-def test_cnn_exported_predictive_serves_the_mixture(trained, tmp_path):
-    checks.assert_export_serves_the_mixture(trained[0], X[:10], M, tmp_path / "served")
+class TestCnn(checks.TrainedClassifierChecks):
+    build = staticmethod(cnn)
+    num_members = M
+    data = (X, Y)
+    seed = 4
+    epochs = 10

@@ -78,39 +78,14 @@ def mlp(inputs=4, classes=3):
 X, Y = checks.classification_data((4,))
 
 
-@pytest.fixture(scope="module")
-def trained():
-    keras.utils.set_random_seed(3)
-    model = mlp()
-    before, after = checks.train(model, X, Y)
-    return model, before, after
+class TestMlp(checks.TrainedClassifierChecks):
+    build = staticmethod(mlp)
+    num_members = M
+    data = (X, Y)
+    seed = 3
 
-
-@pytest.mark.jax
-def test_mlp_trains_every_member_with_member_loss(trained):
-    model, before, after = trained
-    assert model(X).shape == (len(X), M, 3)
-    checks.assert_trained(before, after)
-
-
-@pytest.mark.jax
-def test_mlp_predicts_the_exact_mixture_of_its_members(trained):
-    checks.assert_predictive_is_the_mixture(trained[0], X[:10], M)
-
-
-@pytest.mark.jax
-def test_mlp_refuses_sample_counts_off_its_members(trained):
-    checks.assert_refuses_other_sample_counts(trained[0], X[:10], M)
-
-
-@pytest.mark.jax
-def test_mlp_keras_file_gives_the_same_outputs(trained, tmp_path):
-    loaded = checks.assert_saved_model_loads(trained[0], X, str(tmp_path / "be.keras"))
-    checks.assert_predictive_is_the_mixture(loaded, X[:10], M)
-
-
-def test_mlp_exported_predictive_serves_the_mixture(trained, tmp_path):
-    checks.assert_export_serves_the_mixture(trained[0], X[:10], M, tmp_path / "served")
+    def check_loaded(self, loaded):
+        checks.assert_predictive_is_the_mixture(loaded, X[:10], M)
 
 
 @pytest.mark.jax
@@ -118,9 +93,4 @@ def test_mlp_trains_and_predicts_under_mixed_float16(mixed_float16):
     keras.utils.set_random_seed(3)
     model = mlp()
     assert model.layers[2].compute_dtype == "float16"
-    assert model(X).dtype == "float16"
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=checks.member_loss())
-    losses = model.fit(X, Y, batch_size=16, epochs=3, verbose=0).history["loss"]
-    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
-    assert all(w.dtype == "float32" for w in model.weights)
-    checks.assert_predictive_is_the_mixture(model, X[:10], M, tolerance=1e-3)
+    checks.assert_trains_under_mixed_float16(model, X, Y, M)

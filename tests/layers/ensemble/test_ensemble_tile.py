@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from tests.layers.ensemble import checks
 from tfp_bnn import layers
 from tfp_bnn.layers._tracing import sample_trace
-from tfp_bnn.predict.engine import sample_multiple
 
 pytestmark = pytest.mark.jax
 
@@ -44,11 +44,7 @@ def test_inside_a_trace_the_batch_passes_unchanged():
 
 
 def test_declares_the_sample_multiple_and_round_trips_its_config():
-    layer = layers.EnsembleTile(5, name="tile")
-    model = keras.Sequential([keras.Input((3,)), layer])
-    assert sample_multiple(model) == 5
-    again = layers.EnsembleTile.from_config(layer.get_config())
-    assert (again.num_members, again.name) == (5, "tile")
+    checks.assert_declares_its_members(layers.EnsembleTile, 5, (3,))
 
 
 def test_bad_num_members_names_itself():

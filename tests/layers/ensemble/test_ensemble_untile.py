@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from tests.layers.ensemble import checks
 from tfp_bnn import layers
 from tfp_bnn.layers._tracing import sample_trace
-from tfp_bnn.predict.engine import sample_multiple
 
 pytestmark = pytest.mark.jax
 
@@ -53,9 +53,4 @@ def test_a_batch_that_is_not_m_tiles_is_refused():
 
 
 def test_declares_the_sample_multiple_and_round_trips_its_config():
-    layer = layers.EnsembleUntile(3, name="untile")
-    assert sample_multiple(keras.Sequential([keras.Input((6,)), layer])) == 3
-    again = layers.EnsembleUntile.from_config(layer.get_config())
-    assert (again.num_members, again.name) == (3, "untile")
-    with pytest.raises(ValueError, match="`num_members` must be a positive int, got -1"):
-        layers.EnsembleUntile(-1)
+    checks.assert_declares_its_members(layers.EnsembleUntile, 3, (6,))

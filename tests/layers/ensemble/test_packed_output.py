@@ -1,14 +1,13 @@
 """PackedOutput: [B, ..., M * K] -> [B, M, ..., K]; inside `tfp_bnn.predict` sample s keeps
 member s mod M's block."""
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
 
+from tests.layers.ensemble import checks
 from tfp_bnn import layers
 from tfp_bnn.layers._tracing import sample_trace
-from tfp_bnn.predict.engine import sample_multiple
 
 pytestmark = pytest.mark.jax
 
@@ -47,9 +46,4 @@ def test_a_last_axis_that_is_not_m_blocks_is_refused():
 
 
 def test_declares_the_sample_multiple_and_round_trips_its_config():
-    layer = layers.PackedOutput(4, name="members")
-    assert sample_multiple(keras.Sequential([keras.Input((8,)), layer])) == 4
-    again = layers.PackedOutput.from_config(layer.get_config())
-    assert (again.num_members, again.name) == (4, "members")
-    with pytest.raises(ValueError, match="`num_members` must be a positive int, got 0"):
-        layers.PackedOutput(0)
+    checks.assert_declares_its_members(layers.PackedOutput, 4, (8,))

@@ -45,12 +45,14 @@ def _fresh(initializer, offset):
     return type(initializer).from_config(config)
 
 
-class BatchEnsembleLayer(keras.layers.Layer):
+class BatchEnsembleLayer(_tiles.MembersLayer):
     """Shallow base of `BatchEnsembleDense` and `BatchEnsembleConv2D`.
 
     A subclass lists a shape mixin first (`tfp_bnn.layers._shapes.DenseShapes` or
     `Conv2DShapes`), which holds the kernel's arguments, shape and application, and calls
-    `_build_ensemble(kernel_shape, in_channels, out_channels)` from its `build`.
+    `_build_ensemble(kernel_shape, in_channels, out_channels)` from its `build`. The members
+    (`num_members`, `samples_multiple`) are those of `_tiles.MembersLayer`, which this base
+    extends with the weights and their arguments.
 
     Args:
         num_members: M >= 1, the number of members.
@@ -86,7 +88,6 @@ class BatchEnsembleLayer(keras.layers.Layer):
                  fast_weight_initializer=None, kernel_regularizer=None, bias_regularizer=None,
                  fast_weight_regularizer=None, activity_regularizer=None, kernel_constraint=None,
                  bias_constraint=None, fast_weight_constraint=None, **kwargs):
-        num_members = check.integer("num_members", num_members)
         use_bias = check.boolean("use_bias", use_bias)
         initializers = {
             "kernel_initializer": check.initializer("kernel_initializer", kernel_initializer),
@@ -102,18 +103,12 @@ class BatchEnsembleLayer(keras.layers.Layer):
             ("kernel_constraint", kernel_constraint), ("bias_constraint", bias_constraint),
             ("fast_weight_constraint", fast_weight_constraint))}
         activity_regularizer = check.regularizer("activity_regularizer", activity_regularizer)
-        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.num_members = num_members
+        super().__init__(num_members, activity_regularizer=activity_regularizer, **kwargs)
         self.activation = keras.activations.get(activation)
         self.use_bias = use_bias
         for name, value in {**initializers, **regularizers, **constraints}.items():
             setattr(self, name, value)
         self.kernel = self.input_fast_weight = self.output_fast_weight = self.bias = None
-
-    @property
-    def samples_multiple(self):
-        """M: `tfp_bnn.predict` keeps every traced call's sample count a multiple of it."""
-        return self.num_members
 
     def _build_ensemble(self, kernel_shape, in_channels, out_channels):
         """Creates W, r [M, in], s [M, out] and b [M, out]."""
@@ -161,7 +156,6 @@ class BatchEnsembleLayer(keras.layers.Layer):
         config = super().get_config()
         config.update(weight_arguments_config(self))
         config.update({
-            "num_members": self.num_members,
             "fast_weight_initializer": keras.initializers.serialize(
                 self.fast_weight_initializer),
             "fast_weight_regularizer": keras.regularizers.serialize(

@@ -14,12 +14,16 @@ On JAX, `tfp_bnn.predict` runs one mapped call per group of `samples_multiple` s
 call is still the sample's member.
 
 Every function here works on tensors whose batch size is known only at run time (a
-compiled `fit` step); static sizes are checked where they are known.
+compiled `fit` step); static sizes are checked where they are known. `MembersLayer` is the
+shallow base of the layers that read or write this layout: `num_members` and
+`samples_multiple = M`.
 """
 
+import keras
 import numpy as np
 from keras import ops
 
+from tfp_bnn import _validation as check
 from tfp_bnn.layers._tracing import sample_context
 
 
@@ -156,3 +160,43 @@ def pick_members(inputs, num_members, tiles):
     picked = ops.diagonal(grid, axis1=1, axis2=rank)  # [T / M, B, ..., C, M]
     picked = ops.moveaxis(picked, -1, 1)
     return ops.reshape(picked, (-1,) + tuple(shape[1:-2]) + (shape[-1],))
+
+
+class MembersLayer(keras.layers.Layer):
+    """Shallow base of the layers of M members in the tile layout.
+
+    It holds `num_members` (checked, in the config) and declares `samples_multiple = M`, so
+    that `tfp_bnn.predict` keeps every traced call's sample count a multiple of M and sample
+    s is member s mod M. `EnsembleTile`, `EnsembleUntile` and `PackedOutput` are this base
+    and their `call` (inputs of any rank >= 1 unless their `build` says more);
+    `tfp_bnn.layers.ensemble._batch_ensemble.BatchEnsembleLayer` adds its weights. The
+    layers of a packed network before `PackedOutput` are not members layers: each of their
+    rows holds every member, whatever the sample count.
+
+    Args:
+        num_members: M >= 1, the number of members.
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
+
+    Example:
+    >>> layer = tfp_bnn.layers.EnsembleTile(3)
+    >>> isinstance(layer, MembersLayer), layer.samples_multiple, layer.get_config()["num_members"]
+    (True, 3, 3)
+    """
+
+    def __init__(self, num_members, **kwargs):
+        num_members = check.integer("num_members", num_members)
+        super().__init__(**kwargs)
+        self.num_members = num_members
+
+    @property
+    def samples_multiple(self):
+        """M: `tfp_bnn.predict` keeps every traced call's sample count a multiple of it."""
+        return self.num_members
+
+    def build(self, input_shape):
+        self.input_spec = keras.layers.InputSpec(min_ndim=1)
+
+    def get_config(self):
+        config = super().get_config()
+        config["num_members"] = self.num_members
+        return config

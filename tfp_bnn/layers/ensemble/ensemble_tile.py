@@ -3,13 +3,12 @@
 import keras
 from keras import ops
 
-from tfp_bnn import _validation as check
 from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.layers.ensemble import _tiles
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class EnsembleTile(keras.layers.Layer):
+class EnsembleTile(_tiles.MembersLayer):
     """Tiles a batch M times, member-major, for the BatchEnsemble layers after it.
 
     [B, ...] -> [M * B, ...]: row m * B + b is example b for member m (tile m, see
@@ -44,19 +43,6 @@ class EnsembleTile(keras.layers.Layer):
     (32, 1)
     """
 
-    def __init__(self, num_members, **kwargs):
-        num_members = check.integer("num_members", num_members)
-        super().__init__(**kwargs)
-        self.num_members = num_members
-
-    @property
-    def samples_multiple(self):
-        """M: `tfp_bnn.predict` keeps every traced call's sample count a multiple of it."""
-        return self.num_members
-
-    def build(self, input_shape):
-        self.input_spec = keras.layers.InputSpec(min_ndim=1)
-
     def call(self, inputs):
         _tiles.num_tiles(self.num_members, type(self).__name__)  # S a multiple of M
         if sample_context() is not None:  # tiled S times by `tfp_bnn.predict` already
@@ -66,8 +52,3 @@ class EnsembleTile(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         rows = input_shape[0]
         return (None if rows is None else self.num_members * rows,) + tuple(input_shape[1:])
-
-    def get_config(self):
-        config = super().get_config()
-        config["num_members"] = self.num_members
-        return config

@@ -3,13 +3,12 @@
 import keras
 from keras import ops
 
-from tfp_bnn import _validation as check
 from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.layers.ensemble import _tiles
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class EnsembleUntile(keras.layers.Layer):
+class EnsembleUntile(_tiles.MembersLayer):
     """Sorts the M tiles of a BatchEnsemble's output into [B, M, ...], member m at [:, m].
 
     [M * B, ...] (tile m from member m, as `EnsembleTile` and the BatchEnsemble layers
@@ -46,19 +45,6 @@ class EnsembleUntile(keras.layers.Layer):
     (32, 2)
     """
 
-    def __init__(self, num_members, **kwargs):
-        num_members = check.integer("num_members", num_members)
-        super().__init__(**kwargs)
-        self.num_members = num_members
-
-    @property
-    def samples_multiple(self):
-        """M: `tfp_bnn.predict` keeps every traced call's sample count a multiple of it."""
-        return self.num_members
-
-    def build(self, input_shape):
-        self.input_spec = keras.layers.InputSpec(min_ndim=1)
-
     def call(self, inputs):
         who = type(self).__name__
         _tiles.num_tiles(self.num_members, who)  # S a multiple of M
@@ -72,8 +58,3 @@ class EnsembleUntile(keras.layers.Layer):
         rows = input_shape[0]
         rows = None if rows is None else rows // self.num_members
         return (rows, self.num_members) + tuple(input_shape[1:])
-
-    def get_config(self):
-        config = super().get_config()
-        config["num_members"] = self.num_members
-        return config

@@ -3,13 +3,12 @@
 import keras
 from keras import ops
 
-from tfp_bnn import _validation as check
 from tfp_bnn.layers._tracing import sample_context
 from tfp_bnn.layers.ensemble import _tiles
 
 
 @keras.saving.register_keras_serializable(package="tfp_bnn")
-class PackedOutput(keras.layers.Layer):
+class PackedOutput(_tiles.MembersLayer):
     """Splits a packed network's last axis into its M members: [B, ..., M * K] -> [B, M, ..., K].
 
     After the `last=True` layer of a Packed-Ensemble (`PackedDense`, `PackedConv2D`), whose
@@ -47,16 +46,6 @@ class PackedOutput(keras.layers.Layer):
     (32, 1)
     """
 
-    def __init__(self, num_members, **kwargs):
-        num_members = check.integer("num_members", num_members)
-        super().__init__(**kwargs)
-        self.num_members = num_members
-
-    @property
-    def samples_multiple(self):
-        """M: `tfp_bnn.predict` keeps every traced call's sample count a multiple of it."""
-        return self.num_members
-
     def build(self, input_shape):
         channels = input_shape[-1]
         if channels is None or channels % self.num_members:
@@ -78,8 +67,3 @@ class PackedOutput(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         width = input_shape[-1] // self.num_members
         return (input_shape[0], self.num_members) + tuple(input_shape[1:-1]) + (width,)
-
-    def get_config(self):
-        config = super().get_config()
-        config["num_members"] = self.num_members
-        return config
