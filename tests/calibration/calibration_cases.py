@@ -33,3 +33,26 @@ def scipy_minimum(function, start):
                                method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-10,
                                                            "maxiter": 5000})
     return result.x, float(result.fun)
+
+
+def run_keras_layer_test(cls, init, width, weights):
+    """Keras 3's own `run_layer_test` for a calibration layer: inputs [2, width], the same
+    shape out, `weights` non-trainable weights and nothing else (no training check: none
+    of them has a trainable weight)."""
+    from keras.src import testing
+    testing.TestCase().run_layer_test(
+        cls, init, input_shape=(2, width), expected_output_shape=(2, width),
+        expected_num_trainable_weights=0, expected_num_non_trainable_weights=weights,
+        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
+        run_training_check=False)
+
+
+def assert_saved_model_computes_the_same(model, inputs, path):
+    """Saves `model` to `path`, loads it in safe mode, and compares the outputs at `inputs`
+    to the bit; returns the loaded model."""
+    import keras
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)),
+                                  keras.ops.convert_to_numpy(model(inputs)))
+    return loaded

@@ -4,10 +4,11 @@ the NumPy transform, calibration gained, saving."""
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 from scipy import special
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
 from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tfp_bnn.calibration import HistogramBinning
 from tfp_bnn.metrics import expected_calibration_error
 
@@ -54,19 +55,12 @@ def test_calibration_error_drops_on_held_out_rows():
 
 @pytest.mark.jax
 def test_keras_run_layer_test_and_saving(tmp_path):
-    testing.TestCase().run_layer_test(
-        HistogramBinning, {"num_bins": 5}, input_shape=(2, 3), expected_output_shape=(2, 3),
-        expected_num_trainable_weights=0, expected_num_non_trainable_weights=1,
-        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
-        run_training_check=False)
+    run_keras_layer_test(HistogramBinning, {"num_bins": 5}, 3, 1)
     logits, labels = overconfident(rows=200, classes=4)
     probs = special.softmax(logits[0], axis=-1).astype("float32")
     layer = HistogramBinning(num_bins=6, from_logits=False, name="bins").fit(probs, labels)
     model = keras.Sequential([keras.Input((4,)), layer])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(probs)),
-                                  keras.ops.convert_to_numpy(model(probs)))
+    loaded = assert_saved_model_computes_the_same(model, probs, tmp_path / "m.keras")
     assert loaded.get_layer("bins").num_bins == 6
 
 

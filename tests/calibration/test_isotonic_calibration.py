@@ -4,11 +4,12 @@ the layer against the NumPy transform, calibration gained, saving."""
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 from scipy import special
 from sklearn.isotonic import IsotonicRegression
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
 from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tfp_bnn.calibration import IsotonicCalibration
 from tfp_bnn.calibration.isotonic_calibration import pool_adjacent_violators
 from tfp_bnn.metrics import expected_calibration_error
@@ -58,19 +59,12 @@ def test_calibration_error_drops_on_held_out_rows():
 
 @pytest.mark.jax
 def test_keras_run_layer_test_and_saving(tmp_path):
-    testing.TestCase().run_layer_test(
-        IsotonicCalibration, {"num_knots": 11}, input_shape=(2, 3),
-        expected_output_shape=(2, 3), expected_num_trainable_weights=0,
-        expected_num_non_trainable_weights=1, expected_num_seed_generators=0,
-        expected_num_losses=0, supports_masking=False, run_training_check=False)
+    run_keras_layer_test(IsotonicCalibration, {"num_knots": 11}, 3, 1)
     logits, labels = overconfident(rows=200, classes=4)
     model = keras.Sequential([keras.Input((4,)), IsotonicCalibration(from_logits=True)
                               .fit(logits[0], labels)])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     z = logits[0].astype("float32")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(z)),
-                                  keras.ops.convert_to_numpy(model(z)))
+    assert_saved_model_computes_the_same(model, z, tmp_path / "m.keras")
 
 
 def test_bad_arguments_name_themselves():

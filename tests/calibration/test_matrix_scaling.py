@@ -4,9 +4,10 @@ the layer's map, saving."""
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
 from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tests.calibration.calibration_cases import reference_nll
 from tests.calibration.calibration_cases import scipy_minimum
 from tfp_bnn.calibration import MatrixScaling
@@ -63,11 +64,7 @@ def test_the_layer_multiplies_by_its_kernel():
 
 @pytest.mark.jax
 def test_keras_run_layer_test():
-    testing.TestCase().run_layer_test(
-        MatrixScaling, {"l2": 0.5}, input_shape=(2, 3), expected_output_shape=(2, 3),
-        expected_num_trainable_weights=0, expected_num_non_trainable_weights=2,
-        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
-        run_training_check=False)
+    run_keras_layer_test(MatrixScaling, {"l2": 0.5}, 3, 2)
 
 
 @pytest.mark.jax
@@ -75,11 +72,8 @@ def test_a_saved_model_keeps_the_map_and_the_penalty(tmp_path):
     logits, labels = overconfident(rows=80, classes=K)
     model = keras.Sequential([keras.Input((K,)),
                               MatrixScaling(l2=0.5, name="cal").fit(logits[0], labels)])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     z = logits[0].astype("float32")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(z)),
-                                  keras.ops.convert_to_numpy(model(z)))
+    loaded = assert_saved_model_computes_the_same(model, z, tmp_path / "m.keras")
     assert loaded.get_layer("cal").l2 == 0.5
 
 

@@ -3,11 +3,12 @@
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 from scipy import optimize
 from scipy import special
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
 from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tests.calibration.calibration_cases import reference_nll
 from tfp_bnn.calibration import TemperatureScaling
 
@@ -52,11 +53,7 @@ def test_the_layer_divides_logits_and_keeps_the_predicted_class():
 
 @pytest.mark.jax
 def test_keras_run_layer_test():
-    testing.TestCase().run_layer_test(
-        TemperatureScaling, {}, input_shape=(2, 3), expected_output_shape=(2, 3),
-        expected_num_trainable_weights=0, expected_num_non_trainable_weights=1,
-        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
-        run_training_check=False)
+    run_keras_layer_test(TemperatureScaling, {}, 3, 1)
 
 
 @pytest.mark.jax
@@ -64,11 +61,8 @@ def test_a_saved_model_keeps_the_temperature(tmp_path):
     logits, labels = overconfident(rows=80)
     layer = TemperatureScaling(name="cal").fit(logits[0], labels)
     model = keras.Sequential([keras.Input((4,)), layer])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     z = logits[0].astype("float32")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(z)),
-                                  keras.ops.convert_to_numpy(model(z)))
+    loaded = assert_saved_model_computes_the_same(model, z, tmp_path / "m.keras")
     assert loaded.get_layer("cal").temperature == layer.temperature
 
 

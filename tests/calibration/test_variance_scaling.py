@@ -4,11 +4,12 @@ the layer's map, saving, bad input."""
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 from scipy import optimize
 from scipy import special
 from scipy import stats
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tfp_bnn.calibration import VarianceScaling
 
 
@@ -62,22 +63,15 @@ def test_the_layer_shifts_the_log_variances_only():
 
 @pytest.mark.jax
 def test_keras_run_layer_test():
-    testing.TestCase().run_layer_test(
-        VarianceScaling, {}, input_shape=(2, 4), expected_output_shape=(2, 4),
-        expected_num_trainable_weights=0, expected_num_non_trainable_weights=1,
-        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
-        run_training_check=False)
+    run_keras_layer_test(VarianceScaling, {}, 4, 1)
 
 
 @pytest.mark.jax
 def test_a_saved_model_keeps_the_factor(tmp_path):
     outputs, y = _outputs(rows=60)
     model = keras.Sequential([keras.Input((4,)), VarianceScaling().fit(outputs[0], y)])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     x = outputs[0].astype("float32")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)),
-                                  keras.ops.convert_to_numpy(model(x)))
+    assert_saved_model_computes_the_same(model, x, tmp_path / "m.keras")
 
 
 @pytest.mark.parametrize("outputs, y, message", [

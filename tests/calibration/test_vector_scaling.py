@@ -3,9 +3,10 @@
 import keras
 import numpy as np
 import pytest
-from keras.src import testing
 
+from tests.calibration.calibration_cases import assert_saved_model_computes_the_same
 from tests.calibration.calibration_cases import overconfident
+from tests.calibration.calibration_cases import run_keras_layer_test
 from tests.calibration.calibration_cases import reference_nll
 from tests.calibration.calibration_cases import scipy_minimum
 from tfp_bnn.calibration import VectorScaling
@@ -44,22 +45,15 @@ def test_the_layer_scales_and_shifts_each_class():
 
 @pytest.mark.jax
 def test_keras_run_layer_test():
-    testing.TestCase().run_layer_test(
-        VectorScaling, {}, input_shape=(2, 3), expected_output_shape=(2, 3),
-        expected_num_trainable_weights=0, expected_num_non_trainable_weights=2,
-        expected_num_seed_generators=0, expected_num_losses=0, supports_masking=False,
-        run_training_check=False)
+    run_keras_layer_test(VectorScaling, {}, 3, 2)
 
 
 @pytest.mark.jax
 def test_a_saved_model_keeps_the_map(tmp_path):
     logits, labels = overconfident(rows=80)
     model = keras.Sequential([keras.Input((4,)), VectorScaling().fit(logits[0], labels)])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     z = logits[0].astype("float32")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(z)),
-                                  keras.ops.convert_to_numpy(model(z)))
+    assert_saved_model_computes_the_same(model, z, tmp_path / "m.keras")
 
 
 def test_one_class_is_refused_when_built():
