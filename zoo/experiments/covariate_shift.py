@@ -89,8 +89,10 @@ NUM_SAMPLES = 100
 
 
 def samples_for(model, num_samples: int) -> int:
-    """T for `model`: `num_samples`, or 1 without stochastic layers."""
-    return num_samples if tfp_bnn.bayesian_layers(model) else 1
+    """T for `model`: `num_samples`, 1 without stochastic layers, or M for an ensemble of
+    M deterministic members (its exact mixture; `zoo.run.scoring.monte_carlo_samples`)."""
+    return scoring.monte_carlo_samples(
+        model, num_samples if tfp_bnn.bayesian_layers(model) else 1)
 
 
 def score(model, x, y, num_samples):

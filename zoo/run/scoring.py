@@ -116,6 +116,19 @@ def _moment_prediction(model, x, batch_size):
                                 np.diagonal(cov, axis1=1, axis2=2)[None])
 
 
+def monte_carlo_samples(model, num_samples):
+    """The T `predict` takes for `model` when asked for `num_samples`: 1 for a sampling-free
+    model; for one whose layers map samples to M members (a deep ensemble, BatchEnsemble,
+    Packed-Ensembles, SWAG's draws) M when nothing else is stochastic, else `num_samples`
+    rounded up to a multiple of M; otherwise `num_samples`."""
+    samples = 1 if sampling_free(model) else check.integer("num_samples", num_samples)
+    members = engine.sample_multiple(model)
+    if members > 1:
+        stochastic = tfp_bnn.bayesian_layers(model)
+        samples = -(-samples // members) * members if stochastic else members
+    return samples
+
+
 def predict(model, x, num_samples=100, task="regression", batch_size=None):
     """The predictive distribution of `model` at `x` and the seconds it took.
 
@@ -128,11 +141,7 @@ def predict(model, x, num_samples=100, task="regression", batch_size=None):
         (`RegressionPrediction` or `ClassificationPrediction`, seconds).
     """
     check.one_of("task", task, TASKS)
-    samples = 1 if sampling_free(model) else check.integer("num_samples", num_samples)
-    members = engine.sample_multiple(model)
-    if members > 1:
-        stochastic = tfp_bnn.bayesian_layers(model)
-        samples = -(-samples // members) * members if stochastic else members
+    samples = monte_carlo_samples(model, num_samples)
     begin = time.perf_counter()
     if task == "classification":
         prediction = tfp_bnn.predict.classification(model, x, num_samples=samples,

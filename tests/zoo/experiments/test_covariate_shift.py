@@ -256,3 +256,15 @@ def test_script_runs_end_to_end(tmp_path, capsys):
     assert written in stdout
 
 
+
+
+def test_samples_for_counts_an_ensembles_members():
+    ensemble = cheap_ensembles.packed_cnn(**digits_models.DIGITS, seed=0, num_members=4,
+                                          filters=(4, 8), hidden_units=(16,))
+    cnn = digits_models.deterministic_cnn(**digits_models.DIGITS, seed=0, filters=(4,),
+                                          hidden_units=(8,))
+    bnn = digits_models.flipout_cnn(**digits_models.DIGITS, num_train=100, seed=0,
+                                    filters=(4,), hidden_units=(8,))
+    assert covariate_shift.samples_for(ensemble, 100) == 4   # its exact mixture
+    assert covariate_shift.samples_for(cnn, 100) == 1
+    assert covariate_shift.samples_for(bnn, 100) == 100
