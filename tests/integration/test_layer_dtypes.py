@@ -84,6 +84,14 @@ LAYERS = {
     "SpectralNormalization": (lambda: L.SpectralNormalization(keras.layers.Dense(3)), [(2, 4)]),
     "TargetScaling": (lambda: L.TargetScaling(35.8, 16.7, output="mean_log_variance"),
                       [(2, 2)]),
+    # Two members: the BatchEnsemble layers take M tiles of a batch (rows a multiple of M).
+    "EnsembleTile": (lambda: L.EnsembleTile(2), [(2, 4)]),
+    "BatchEnsembleDense": (lambda: L.BatchEnsembleDense(3, 2), [(4, 4)]),
+    "BatchEnsembleConv2D": (lambda: L.BatchEnsembleConv2D(2, 3, 2), [(4, 4, 4, 1)]),
+    "EnsembleUntile": (lambda: L.EnsembleUntile(2), [(4, 3)]),
+    "PackedDense": (lambda: L.PackedDense(4, 2, first=True), [(2, 3)]),
+    "PackedConv2D": (lambda: L.PackedConv2D(2, 3, 2, first=True), [(2, 4, 4, 1)]),
+    "PackedOutput": (lambda: L.PackedOutput(2), [(2, 6)]),
 }
 
 # The public layers that are not concrete (abstract bases) and the aliases of listed ones.

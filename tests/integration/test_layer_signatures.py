@@ -39,6 +39,18 @@ COUNTERPARTS = {
     "NodeDense": (keras.layers.Dense, NODE, lambda c: c(3)),
     "NodeConv2D": (keras.layers.Conv2D, NODE, lambda c: c(3, 2)),
 }
+# The cheap ensembles (tfp_bnn.layers.ensemble): the member count and the fast weights'
+# arguments are theirs; their members set the grouping, so they take no `groups`.
+FAST_WEIGHTS = ("num_members", "fast_weight_initializer", "fast_weight_regularizer",
+                "fast_weight_constraint")
+PACKED = ("num_members", "alpha", "gamma", "first", "last")
+COUNTERPARTS.update({
+    "BatchEnsembleDense": (keras.layers.Dense, FAST_WEIGHTS, lambda c: c(3, 2)),
+    "BatchEnsembleConv2D": (keras.layers.Conv2D, FAST_WEIGHTS, lambda c: c(3, 2, 2)),
+    "PackedDense": (keras.layers.Dense, PACKED, lambda c: c(4, 2)),
+    "PackedConv2D": (keras.layers.Conv2D, PACKED, lambda c: c(4, 2, 2)),
+})
+NOT_TAKEN_BY = {"BatchEnsembleConv2D": {"groups"}, "PackedConv2D": {"groups"}}
 for _rank in (1, 2, 3):
     for _estimator in ("Reparameterization", "Flipout"):
         COUNTERPARTS[f"Conv{_rank}D{_estimator}"] = (
@@ -50,7 +62,7 @@ for _rank in (1, 2, 3):
 TFP_ORDER = {"DenseVariational"}
 
 # Public layers that genuinely take one argument.
-ONE_ARGUMENT = {"HomoscedasticNoise"}
+ONE_ARGUMENT = {"HomoscedasticNoise", "EnsembleTile", "EnsembleUntile", "PackedOutput"}
 
 
 def _named(cls):
@@ -83,7 +95,8 @@ def test_every_layer_with_a_keras_counterpart_is_checked_below():
 def test_signature_lists_the_keras_counterparts_arguments_and_the_bayesian_ones(name):
     counterpart, bayesian, _ = COUNTERPARTS[name]
     ours = _named(getattr(layers, name))
-    theirs = [n for n in _named(counterpart) if n not in NOT_TAKEN]
+    theirs = [n for n in _named(counterpart)
+              if n not in NOT_TAKEN | NOT_TAKEN_BY.get(name, set())]
     missing = [n for n in theirs + list(bayesian) if n not in ours]
     assert not missing, f"{name} does not list {missing}"
     if name not in TFP_ORDER:

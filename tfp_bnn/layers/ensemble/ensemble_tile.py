@@ -43,6 +43,9 @@ class EnsembleTile(_tiles.MembersLayer):
     (32, 1)
     """
 
+    def __init__(self, num_members, **kwargs):
+        super().__init__(num_members, **kwargs)
+
     def call(self, inputs):
         _tiles.num_tiles(self.num_members, type(self).__name__)  # S a multiple of M
         if sample_context() is not None:  # tiled S times by `tfp_bnn.predict` already

@@ -45,6 +45,9 @@ class EnsembleUntile(_tiles.MembersLayer):
     (32, 2)
     """
 
+    def __init__(self, num_members, **kwargs):
+        super().__init__(num_members, **kwargs)
+
     def call(self, inputs):
         who = type(self).__name__
         _tiles.num_tiles(self.num_members, who)  # S a multiple of M

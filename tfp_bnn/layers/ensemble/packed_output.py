@@ -46,6 +46,9 @@ class PackedOutput(_tiles.MembersLayer):
     (32, 1)
     """
 
+    def __init__(self, num_members, **kwargs):
+        super().__init__(num_members, **kwargs)
+
     def build(self, input_shape):
         channels = input_shape[-1]
         if channels is None or channels % self.num_members:
