@@ -296,10 +296,7 @@ class MemberLoss(keras.losses.Loss):
         if count is None:
             raise ValueError("MemberLoss needs ensemble outputs [batch, members, ...] with a "
                              f"known number of members, got shape {tuple(y_pred.shape)}.")
-        total = self.loss.call(y_true, y_pred[:, 0])
-        for m in range(1, count):
-            total = total + self.loss.call(y_true, y_pred[:, m])
-        return total
+        return sum(self.loss.call(y_true, y_pred[:, m]) for m in range(count))
 
     def get_config(self):
         config = super().get_config()
