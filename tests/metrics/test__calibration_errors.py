@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests.metrics.streaming_cases import fixed_classifier
 from tfp_bnn import metrics
 from tfp_bnn.metrics import ClasswiseCalibrationError
 
@@ -214,26 +215,10 @@ def test_from_logits_applies_a_softmax():
         metrics.classwise_calibration_error(labels, probs), rel=1e-5)
 
 
-def _fixed_classifier(from_logits):
-    # A fixed function of the input (constant kernel, not trainable) and a trainable
-    # branch it does not depend on (zero kernel, learning rate 0), so `fit` has a step.
-    kernel = np.array([[2.0, -1.0, 0.5], [-1.5, 1.0, 2.0]], np.float32)
-    dense = keras.layers.Dense(
-        3,
-        kernel_initializer=keras.initializers.Constant(kernel),
-        bias_initializer=keras.initializers.Constant([0.1, 0.0, -0.2]),
-        activation=None if from_logits else "softmax",
-        trainable=False,
-    )
-    scale = keras.layers.Dense(2, use_bias=False, kernel_initializer="zeros")
-    inputs = keras.Input((2,))
-    return keras.Model(inputs, dense(keras.layers.Add()([inputs, scale(inputs)])))
-
-
 @pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("from_logits", [False, True])
 def test_metric_in_compile_fit_and_evaluate(jit_compile, from_logits):
-    model = _fixed_classifier(from_logits)
+    model = fixed_classifier(from_logits)
     rng = np.random.default_rng(4)
     x = rng.normal(size=(96, 2)).astype(np.float32)
     y = rng.integers(0, 3, size=96)

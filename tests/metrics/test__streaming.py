@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests.metrics.streaming_cases import fixed_classifier
 from tfp_bnn import metrics
 from tfp_bnn.metrics import BrierScore
 from tfp_bnn.metrics import ExpectedCalibrationError
@@ -125,28 +126,10 @@ def test_streaming_nll_of_a_zero_probability_matches_numpy():
     assert float(metric.result()) == pytest.approx(expected, rel=1e-6)
 
 
-def _fixed_classifier(from_logits):
-    # Output a fixed function of the input: Dense with constant weights, no training.
-    kernel = np.array([[2.0, -1.0, 0.5], [-1.5, 1.0, 2.0]], np.float32)
-    dense = keras.layers.Dense(
-        3,
-        kernel_initializer=keras.initializers.Constant(kernel),
-        bias_initializer=keras.initializers.Constant([0.1, 0.0, -0.2]),
-        activation=None if from_logits else "softmax",
-        trainable=False,
-    )
-    # A trainable layer the output does not depend on, so `fit` has something to update.
-    scale = keras.layers.Dense(2, use_bias=False, kernel_initializer="zeros")
-    inputs = keras.Input((2,))
-    outputs = dense(keras.layers.Add()([inputs, scale(inputs)]))
-    model = keras.Model(inputs, outputs)
-    return model, kernel
-
-
 @pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("from_logits", [False, True])
 def test_metrics_in_compile_fit_and_evaluate(jit_compile, from_logits):
-    model, _ = _fixed_classifier(from_logits)
+    model = fixed_classifier(from_logits)
     rng = np.random.default_rng(4)
     x = rng.normal(size=(96, 2)).astype(np.float32)
     y = rng.integers(0, 3, size=96)
