@@ -74,3 +74,9 @@ def test_bad_arguments_name_themselves():
         IsotonicCalibration().fit(np.zeros((4, 3)), [0, 1, 2, 3])
     with pytest.raises(ValueError, match="built for 3"):
         IsotonicCalibration().fit(np.eye(3), [0, 1, 2]).fit(np.zeros((2, 4)), [0, 1])
+
+
+def test_a_table_too_large_for_memory_is_refused_when_built():
+    with pytest.raises(ValueError, match=r"IsotonicCalibration's table of 10 classes x "
+                                         r"10000000000 points would need"):
+        IsotonicCalibration(num_knots=10**10).build((None, 10))

@@ -80,3 +80,11 @@ def test_a_saved_model_keeps_the_map_and_the_penalty(tmp_path):
 def test_a_negative_penalty_is_refused():
     with pytest.raises(ValueError, match="`l2`"):
         MatrixScaling(l2=-1.0)
+
+
+def test_a_fit_too_large_for_memory_is_refused_before_it_starts():
+    # 40,000 classes: a 40,000^2 kernel and its L-BFGS history, hundreds of GiB.
+    logits = np.zeros((2, 40_000), np.float32)
+    with pytest.raises(ValueError, match="MatrixScaling's fit on logits of shape "
+                                         r"\(1, 2, 40000\) would need .* GiB"):
+        MatrixScaling().fit(logits, [0, 1])

@@ -14,7 +14,14 @@ import keras
 import numpy as np
 
 from tfp_bnn import _validation as check
+from tfp_bnn._memory import check_bytes
 from tfp_bnn.calibration import _objective
+
+# Float64 arrays the fit holds: the logits, their map, log-softmax and gradient (and a
+# spare), per logit; and L-BFGS's history of steps and gradient changes plus a few vectors,
+# per parameter.
+_COPIES_PER_LOGIT = 5
+_COPIES_PER_PARAMETER = 2 * _objective.HISTORY + 4
 
 # log(p) of a probability below this is taken as log of this (a softmax in float32 never
 # gives less than ~1e-45, but its log would be -inf for 0).
@@ -61,8 +68,8 @@ def class_labels(labels, rows, num_classes):
 class LogitCalibration(keras.layers.Layer):
     """Base of `TemperatureScaling`, `VectorScaling` and `MatrixScaling`.
 
-    A subclass defines `_initial(num_classes)` (its identity parameters as one flat
-    float64 vector), `_map(z, theta)` and `_pullback(z, mapped, gradient, theta)` in NumPy
+    A subclass defines `_num_parameters(num_classes)`, `_initial(num_classes)` (its
+    identity parameters as one flat float64 vector), `_map(z, theta)` and `_pullback(z, mapped, gradient, theta)` in NumPy
     for the fit, `_create_weights(num_classes)`, `_assign(theta)` and `_call_map(z)` in
     `keras.ops` for the layer, and optionally `_penalty(theta)`.
     """
@@ -111,6 +118,10 @@ class LogitCalibration(keras.layers.Layer):
         z = sampled_logits(logits, self.from_logits)
         labels = class_labels(labels, z.shape[1], z.shape[2])
         max_iterations = check.integer("max_iterations", max_iterations)
+        check_bytes(8 * (_COPIES_PER_LOGIT * z.size
+                         + _COPIES_PER_PARAMETER * self._num_parameters(z.shape[-1])),
+                    f"{type(self).__name__}'s fit on logits of shape {z.shape}",
+                    "fit on fewer rows or Monte Carlo samples (or a map with fewer parameters)")
         if not self.built:
             self.build((None, z.shape[-1]))
         elif self._num_classes != z.shape[-1]:

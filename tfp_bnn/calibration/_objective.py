@@ -27,7 +27,7 @@ import numpy as np
 MAX_ITERATIONS = 500
 # Converged when the largest gradient entry is below this (the NLL is per row, O(1)).
 GRADIENT_TOLERANCE = 1e-9
-_HISTORY = 10
+HISTORY = 10  # L-BFGS's stored pairs
 
 
 def _log_softmax(z):
@@ -122,6 +122,6 @@ def minimize(objective, start, max_iterations=MAX_ITERATIONS,
         candidate, new_value, new_gradient = found
         s, y = candidate - theta, new_gradient - gradient
         if s @ y > 1e-12 * (s @ s):
-            steps, changes = (steps + [s])[-_HISTORY:], (changes + [y])[-_HISTORY:]
+            steps, changes = (steps + [s])[-HISTORY:], (changes + [y])[-HISTORY:]
         theta, value, gradient = candidate, new_value, new_gradient
     return theta, value, max_iterations, False

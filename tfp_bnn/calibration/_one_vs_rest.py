@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from tfp_bnn import _validation as check
+from tfp_bnn._memory import check_bytes
 from tfp_bnn.calibration._logit_calibration import class_labels
 from tfp_bnn.calibration._logit_calibration import sampled_logits
 
@@ -47,6 +48,10 @@ class OneVsRestCalibration(keras.layers.Layer):
             raise ValueError(f"{type(self).__name__} needs a known number of classes >= 2 on "
                              f"the last axis, got input shape {tuple(input_shape)}.")
         self._num_classes = int(num_classes)
+        # The table, and the fit's float64 copy of it.
+        check_bytes(12 * self._num_classes * self.num_knots,
+                    f"{type(self).__name__}'s table of {self._num_classes} classes x "
+                    f"{self.num_knots} points", "use fewer bins or knots")
         self.table = self.add_weight(name="table", shape=(self._num_classes, self.num_knots),
                                      initializer=keras.initializers.Constant(
                                          np.linspace(0.0, 1.0, self.num_knots)),

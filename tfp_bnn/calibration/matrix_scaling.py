@@ -61,6 +61,9 @@ class MatrixScaling(LogitCalibration):
         return keras.ops.matmul(z, keras.ops.cast(self.kernel, z.dtype)) \
             + keras.ops.cast(self.bias, z.dtype)
 
+    def _num_parameters(self, num_classes):
+        return num_classes * num_classes + num_classes
+
     def _initial(self, num_classes):
         return np.concatenate([np.eye(num_classes).ravel(), np.zeros(num_classes)])
 

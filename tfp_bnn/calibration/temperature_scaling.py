@@ -47,6 +47,9 @@ class TemperatureScaling(LogitCalibration):
     def _call_map(self, z):
         return z * keras.ops.exp(-keras.ops.cast(self.log_temperature, z.dtype))
 
+    def _num_parameters(self, num_classes):
+        return 1
+
     def _initial(self, num_classes):
         return np.zeros(1)
 

@@ -44,6 +44,9 @@ class VectorScaling(LogitCalibration):
     def _call_map(self, z):
         return z * keras.ops.cast(self.scale, z.dtype) + keras.ops.cast(self.bias, z.dtype)
 
+    def _num_parameters(self, num_classes):
+        return 2 * num_classes
+
     def _initial(self, num_classes):
         return np.concatenate([np.ones(num_classes), np.zeros(num_classes)])
 
