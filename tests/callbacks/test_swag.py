@@ -414,3 +414,18 @@ def test_registered_and_config_round_trips():
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(swag))
     assert clone.get_config() == swag.get_config() == {
         "start_epoch": 4, "collect_every": 2, "max_rank": 5, "diagonal_only": True}
+
+
+def test_sizes_too_large_for_memory_are_refused_before_the_work():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1000)])
+    model.compile("sgd", "mse")
+    x, y = np.zeros((4, 4), "float32"), np.zeros((4, 1000), "float32")
+    huge = SWAG(start_epoch=0, max_rank=10**9)
+    with pytest.raises(ValueError, match=r"SWAG's moments and 1000000000 deviations of "
+                                         r"5,000 weights would need"):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[huge])
+    swag = SWAG(start_epoch=0)
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[swag])
+    with pytest.raises(ValueError, match=r"predictive model of 1,000,000,000 members would "
+                                         r"need"):
+        swag.predictive_model(10**9)

@@ -30,6 +30,7 @@ import numpy as np
 
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
+from tfp_bnn._memory import check_bytes
 from tfp_bnn import ensembles
 
 
@@ -184,6 +185,14 @@ class SWAG(keras.callbacks.Callback):
         self.num_collected = 0
         self._mean = self._second = self._ring = None
         self._written = 0  # deviations written to the ring, all time
+
+    def on_train_begin(self, logs=None):
+        # The moments and the deviations, float64, refused before the first step.
+        size = sum(math.prod(w.shape) for w in self.model.trainable_weights)
+        check_bytes(8 * size * (2 + (0 if self.diagonal_only else self.max_rank)),
+                    f"SWAG's moments and {0 if self.diagonal_only else self.max_rank} "
+                    f"deviations of {size:,} weights", "use a smaller max_rank (or "
+                    "diagonal_only=True)")
 
     def on_epoch_end(self, epoch, logs=None):
         since = epoch - self.start_epoch
@@ -352,6 +361,10 @@ class SWAG(keras.callbacks.Callback):
         seed = check.seed(seed)
         self._require(2, "build a predictive model")
         model = self.model
+        # The draws (float64) and the members' weights.
+        check_bytes(num_members * (8 * self._mean.size + 4 * model.count_params()),
+                    f"SWAG's predictive model of {num_members:,} members",
+                    "use fewer members")
         try:
             ensembles.check_members([model])
         except ValueError as error:
