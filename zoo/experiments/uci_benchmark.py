@@ -201,9 +201,10 @@ def _run_auto(data, name, splits, seed, num_samples, budget_steps, budget_minute
                "refit": result.refit, "conformal": result.conformal}
         rows.append(row)
         if verbose:
-            print(f"{name} auto split {k + 1:2d}/{splits}: {row['chosen']} "
+            members = ", ".join(f"{m} {w:.2f}" for m, w in result.refit["members"].items())
+            print(f"{name} auto split {k + 1:2d}/{splits}: {row['chosen']} (stack: {members}) "
                   f"({selection.epochs} epochs{', budget hit' if selection.budget_hit else ''}"
-                  f"{', the search model kept' if result.refit['kept'] != 'refit' else ''})"
+                  f"{', the search models kept' if result.refit['kept'] != 'refit' else ''})"
                   f"  RMSE {row['rmse']:.3f}  LL {row['ll']:.3f}  {row['seconds']:.0f}s",
                   flush=True)
         keras.backend.clear_session()

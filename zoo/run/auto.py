@@ -6,8 +6,10 @@ part, standardises both with the fit part's statistics, trains every candidate o
 target's original units, with early stopping on that log-likelihood (the epoch count of
 the best check is kept). The choice follows the one-standard-error rule (`choose`): the
 first candidate in prior order whose log-likelihood is within SELECTION_SE standard
-errors (of the paired per-row differences) of the best one's. `auto(x_train, y_train, x_test, y_test)` then refits the chosen
-candidate on all training rows for its chosen epochs and scores the test rows, which the
+errors (of the paired per-row differences) of the best one's. `auto(x_train, y_train,
+x_test, y_test)` then mixes the candidates with stacking weights fitted on the same
+validation rows (`zoo.run.auto_stack`; `stack=False` keeps the one chosen), refits each
+member on the training rows for its own best epochs and scores the test rows, which the
 selection never reads.
 
 The protocol is that of Hernandez-Lobato and Adams (2015) and Gal and Ghahramani (2016,
@@ -38,8 +40,7 @@ log-likelihood, and its weights at the best check are kept (`zoo.run._auto_trial
 
 The refit is guarded (`zoo.run.auto_refit`): it trains on all training rows but a guard
 slice of the validation rows, and is kept only if its log-likelihood on that slice is not
-clearly below that of the search's own model of the chosen candidate, which then replaces
-it.
+clearly below that of the stack of the search's own models, which then replaces it.
 
 `auto`'s docstring has an example that runs in a few seconds.
 """
@@ -57,12 +58,15 @@ from tfp_bnn.data import Standardizer
 from tfp_bnn.predict import limits
 from zoo.run import auto_conformal
 from zoo.run import auto_refit
+from zoo.run import auto_stack
 from zoo.run import scoring
 from zoo.run._auto_trial import NUM_CHECKS  # noqa: F401 - `auto.NUM_CHECKS` is documented
 from zoo.run._auto_trial import PATIENCE  # noqa: F401 - `auto.PATIENCE` is documented
 from zoo.run._auto_trial import VALIDATION_SAMPLES
 from zoo.run._auto_trial import Trial  # noqa: F401 - part of `Selection`'s public record
 from zoo.run._auto_trial import run_trial
+from zoo.run.auto_rule import SELECTION_SE
+from zoo.run.auto_rule import choose
 from zoo.run.candidates import CANDIDATES
 from zoo.run.candidates import Candidate
 from zoo.run.candidates import check_candidates
@@ -72,11 +76,6 @@ from zoo.run.candidates import plain
 # tail of the candidate list).
 DEFAULT_BUDGET_STEPS = None
 VALIDATION_FRACTION = 0.2
-# The one-standard-error rule (Hastie, Tibshirani and Friedman 2009, ESL sec. 7.10; Breiman
-# et al. 1984): the first candidate, in prior order, whose validation log-likelihood is
-# within this many standard errors of the best one's, the errors of the paired per-row
-# differences. 0 chooses the best mean.
-SELECTION_SE = 1.0
 # Each of the fit and validation parts needs this many rows (a standard deviation, a score).
 MIN_PART_ROWS = 2
 
@@ -258,38 +257,15 @@ def select(x, y, seed=0, budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None,
                      selection_se, gaps)
 
 
-def choose(trials, selection_se=SELECTION_SE):
-    """The one-standard-error choice among scored `trials` (in prior order).
-
-    The best trial by mean validation log-likelihood leads each other one by the mean
-    of the per-row differences, whose standard error is their sample standard deviation
-    over the square root of the rows (both scored on the same rows, so the noise the
-    rows share cancels). The first trial whose gap is at most `selection_se` standard
-    errors is chosen: a later candidate replaces an earlier one only when it is clearly
-    better, not by a hair that a different validation cut would reverse.
-
-    Returns:
-        (the chosen `Trial`, a tuple of {"name", "gap", "se"} per trial).
-    """
-    best = max(trials, key=lambda t: t.log_likelihood)  # the first of equals: prior order
-    gaps = []
-    for trial in trials:
-        difference = best.row_log_likelihoods - trial.row_log_likelihoods
-        se = float(np.std(difference, ddof=1) / math.sqrt(len(difference))) \
-            if len(difference) > 1 else 0.0
-        gaps.append({"name": trial.name, "gap": float(np.mean(difference)), "se": se})
-    chosen = next(t for t, g in zip(trials, gaps) if g["gap"] <= selection_se * g["se"])
-    return chosen, tuple(gaps)
-
-
 class AutoResult(typing.NamedTuple):
-    """What `auto` returns: the kept model (the refit, or the search's model where the
-    guard replaced it), the selection, the test scores (or None), the standardisers the
-    model expects its data through, the refit guard's record (`zoo.run.auto_refit`), and
-    the test coverage and width of conformal intervals calibrated on the guard rows
+    """What `auto` returns: the kept stack (`zoo.run.auto_stack.Stack`: the refitted members
+    and their weights, or the search's own models where the guard replaced the refit), the
+    selection, the test scores (or None), the standardisers the stack's members expect
+    their data through, the refit guard's record (`zoo.run.auto_refit`), and the test
+    coverage and width of conformal intervals calibrated on the guard rows
     (`zoo.run.auto_conformal`; None without test rows or with too few guard rows)."""
 
-    model: keras.Model
+    stack: auto_stack.Stack
     selection: Selection
     scores: typing.Optional[dict]
     x_scaler: Standardizer
@@ -297,23 +273,35 @@ class AutoResult(typing.NamedTuple):
     refit: typing.Optional[dict] = None
     conformal: typing.Optional[dict] = None
 
+    @property
+    def model(self):
+        """The kept Keras model of a one-member stack (`stack=False`, or all the weight on
+        one candidate); a stack of several members has no one model: use `stack`."""
+        if len(self.stack.members) != 1:
+            raise ValueError(f"auto kept a stack of {len(self.stack.members)} models "
+                             f"({', '.join(self.stack.names)}): use `.stack` (its "
+                             "`.members` and `.weights`), or `.predict` for its predictive.")
+        return self.stack.members[0]
+
     def predict(self, x, num_samples=100):
         """The predictive distribution at raw inputs `x`, in the target's units."""
-        return scoring.predict_in_data_units(self.model, _table("x", x), self.x_scaler,
-                                             self.y_scaler, num_samples)
+        return self.stack.predict(_table("x", x), num_samples)
 
 
 def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
          budget_steps=DEFAULT_BUDGET_STEPS, budget_minutes=None, num_samples=100,
-         verbose=False, candidates=CANDIDATES, selection_se=SELECTION_SE):
-    """`select` on the training rows, a guarded refit of the choice, score the test rows.
+         verbose=False, candidates=CANDIDATES, selection_se=SELECTION_SE, stack=True):
+    """`select` on the training rows, a guarded refit of the stack, score the test rows.
 
-    The refit (`zoo.run.auto_refit`) builds the chosen candidate on the training rows but
-    a guard slice of the validation rows, standardised with their statistics, with the
-    search's cosine decay length (in epochs), and trains it for the chosen epochs, so its
-    learning rate follows the search's run up to the best check; the epochs stay, so the
-    steps grow with the rows. It is kept unless it does clearly worse than the search's own
-    model on the guard slice, which then replaces it.
+    The candidates' validation log-densities give the stacking weights
+    (`zoo.run.auto_stack`); with `stack=False` the one-standard-error choice alone is
+    kept (weight 1). The refit (`zoo.run.auto_refit`) builds each member on the training
+    rows but a guard slice of the validation rows, standardised with their statistics,
+    with its search run's cosine decay length (in epochs), and trains it for its best
+    epochs, so its learning rate follows the search's run up to the best check; the epochs
+    stay, so the steps grow with the rows. The refitted stack is kept unless it does
+    clearly worse than the stack of the search's own models on the guard slice, which then
+    replaces it.
 
     Args:
         x_train: raw training inputs [n, d] (not standardised).
@@ -329,9 +317,10 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         verbose: print one line per trial.
         candidates: `Candidate`s, best first (default `CANDIDATES`).
         selection_se: the search's one-standard-error tolerance (see `select`).
+        stack: bool: mix the candidates (True) or keep the one chosen.
 
     Returns:
-        `AutoResult(model, selection, scores, x_scaler, y_scaler, refit, conformal)`;
+        `AutoResult(stack, selection, scores, x_scaler, y_scaler, refit, conformal)`;
         scores as `zoo.run.scoring.regression_scores` (plus predict and train seconds) or
         None; conformal as `zoo.run.auto_conformal.conformal_scores` or None.
 
@@ -344,6 +333,8 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
     >>> result = zoo.auto(x[:50], y[:50], x[50:], y[50:], seed=0, candidates=tiny, num_samples=10)
     >>> result.selection.candidate.name, sorted(result.scores)[:3]
     ('small_dropout', ['coverage_95', 'log_likelihood', 'mean_stddev'])
+    >>> result.stack.record()   # one candidate: all the weight on it
+    {'small_dropout': 1.0}
     >>> result.refit["guard_rows"], result.refit["refit_rows"]   # 5 of the 10 validation rows
     (5, 45)
     >>> prediction = result.predict(x[50:52])  # in the data's units
@@ -366,25 +357,31 @@ def auto(x_train, y_train, x_test=None, y_test=None, seed=0,
         # not after the search and the refit.
         limits.check_storage((2, num_samples, len(x_test)), np.float64,
                              "The test predictive's sampled means and variances")
+    stack = check.boolean("stack", stack)
     selection = select(x, y, seed, budget_steps, budget_minutes, candidates, verbose=verbose,
                        selection_se=selection_se)
+    members = auto_stack.members(selection.trials, candidates) if stack else (
+        (selection.candidate, selection.chosen_trial, 1.0),)
+    if verbose:
+        print("auto: stack " + ", ".join(f"{c.name} {w:.2f}" for c, _, w in members),
+              flush=True)
     fit_rows, validation_rows = cut(len(x), seed, held)
-    kept = auto_refit.guarded_refit(selection, x, y, fit_rows, validation_rows, seed,
+    kept = auto_refit.guarded_refit(members, x, y, fit_rows, validation_rows, seed,
                                     VALIDATION_SAMPLES)
     if verbose and kept.record["kept"] != "refit":
         print(f"auto: the refit scored {kept.record['refit_ll']} on the guard rows against "
-              f"{kept.record['search_ll']} for the search's model, which replaces it",
+              f"{kept.record['search_ll']} for the search's models, which replace it",
               flush=True)
     scores = intervals = None
     if x_test is not None:
-        shift, scale = float(kept.y_scaler.mean), float(kept.y_scaler.std)
-        scores, prediction = scoring.score(
-            kept.model, kept.x_scaler.transform(x_test).astype("float32"), y_test,
-            num_samples=num_samples, shift=shift, scale=scale)
-        scores["train_seconds"] = kept.record["refit_seconds"]
+        begin = time.perf_counter()
+        prediction = kept.stack.predict(x_test, num_samples)
+        scores = scoring.regression_scores(prediction, y_test)
+        scores.update(predict_seconds=time.perf_counter() - begin,
+                      train_seconds=kept.record["refit_seconds"])
         guard = auto_refit.guard_rows(validation_rows)
-        intervals = auto_conformal.conformal_scores(
-            kept.model, kept.x_scaler, kept.y_scaler, x[guard], y[guard],
-            prediction.rescale(shift=shift, scale=scale), y_test, num_samples)
-    return AutoResult(kept.model, selection, scores, kept.x_scaler, kept.y_scaler,
-                      plain(kept.record), None if intervals is None else plain(intervals))
+        intervals = auto_conformal.conformal_scores(kept.stack, x[guard], y[guard],
+                                                    prediction, y_test, num_samples)
+    return AutoResult(kept.stack, selection, scores, kept.stack.x_scaler,
+                      kept.stack.y_scaler, plain(kept.record),
+                      None if intervals is None else plain(intervals))

@@ -15,19 +15,18 @@ scores there are slightly optimistic, so its intervals may cover a little less.
 import numpy as np
 
 from tfp_bnn import conformal
-from zoo.run import scoring
 
 CONFORMAL_ALPHA = 0.1
 
 
-def conformal_scores(model, x_scaler, y_scaler, x_guard, y_guard, test_prediction, y_test,
-                     num_samples, alpha=CONFORMAL_ALPHA):
+def conformal_scores(stack, x_guard, y_guard, test_prediction, y_test, num_samples,
+                     alpha=CONFORMAL_ALPHA):
     """Coverage and mean width on the test rows of the conformal and the model's intervals.
 
     Args:
-        model, x_scaler, y_scaler: the kept model and its standardisers.
-        x_guard, y_guard: the raw guard rows and targets (not trained on by the model).
-        test_prediction: the kept model's predictive at the test rows, in data units.
+        stack: the kept `zoo.run.auto_stack.Stack` (its `predict` takes raw inputs).
+        x_guard, y_guard: the raw guard rows and targets (not trained on by the stack).
+        test_prediction: the stack's predictive at the test rows, in data units.
         y_test: the raw test targets.
         num_samples: T of the guard rows' predictive.
         alpha: miscoverage level.
@@ -39,8 +38,7 @@ def conformal_scores(model, x_scaler, y_scaler, x_guard, y_guard, test_predictio
     """
     if len(y_guard) < conformal.minimum_calibration_size(alpha):
         return None
-    guard_prediction = scoring.predict_in_data_units(model, x_guard, x_scaler, y_scaler,
-                                                     num_samples)
+    guard_prediction = stack.predict(x_guard, num_samples)
     regressor = conformal.SplitConformalRegressor.from_prediction(
         guard_prediction, y_guard, alpha=alpha, score="normalized")
     lower, upper = regressor.interval(test_prediction)

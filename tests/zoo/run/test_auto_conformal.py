@@ -11,6 +11,7 @@ from tfp_bnn.data import Standardizer
 from tfp_bnn.predict import RegressionPrediction
 from zoo.run import auto_conformal
 from zoo.run import scoring
+from zoo.run.auto_stack import Stack
 
 
 class Exact(keras.Model):
@@ -35,9 +36,10 @@ def test_the_intervals_are_the_normalised_split_conformal_ones():
     identity_y.mean, identity_y.std = np.float64(0.0), np.float64(1.0)
     x_guard, y_guard = _rows(99, rng)
     x_test, y_test = _rows(2000, rng)
+    stack = Stack([model], [1.0], identity_x, identity_y)
     test_prediction = scoring.predict_in_data_units(model, x_test, identity_x, identity_y, 1)
-    record = auto_conformal.conformal_scores(model, identity_x, identity_y, x_guard, y_guard,
-                                             test_prediction, y_test, num_samples=1)
+    record = auto_conformal.conformal_scores(stack, x_guard, y_guard, test_prediction, y_test,
+                                             num_samples=1)
     # By hand: scores |y - mu| / sigma on the guard rows, their ceil(100 * 0.9) = 90th
     # smallest, the test intervals mu +- Q sigma.
     sigma_guard = 0.5 + np.abs(x_guard[:, 1])
@@ -57,5 +59,5 @@ def test_the_intervals_are_the_normalised_split_conformal_ones():
 
 def test_too_few_guard_rows_give_no_interval():
     prediction = RegressionPrediction(np.zeros((1, 3)), np.ones((1, 3)))
-    assert auto_conformal.conformal_scores(None, None, None, np.zeros((8, 2)), np.zeros(8),
-                                           prediction, np.zeros(3), num_samples=1) is None
+    assert auto_conformal.conformal_scores(None, np.zeros((8, 2)), np.zeros(8), prediction,
+                                           np.zeros(3), num_samples=1) is None
