@@ -158,3 +158,22 @@ def test_without_stacking_auto_keeps_the_one_chosen_candidate():
     result = auto.auto(X, Y, seed=3, candidates=(HETEROSCEDASTIC, WIDER), stack=False)
     assert result.refit["members"] == {result.selection.candidate.name: 1.0}
     assert result.model is result.stack.members[0]
+
+
+def test_the_members_of_a_search_are_its_scored_trials_with_weight():
+    rng = np.random.default_rng(2)
+    logs = _rows(rng)
+
+    def trial(name, rows):
+        return auto.Trial(name, None if rows is None else float(np.mean(rows)), 1.0, 1, 1,
+                          0.0, (), row_log_likelihoods=rows)
+    trials = (trial("a", logs[:, 0]), trial("diverged", None), trial("b", logs[:, 1]),
+              trial("c", logs[:, 2]))
+    candidates = [Candidate(name, "mc_dropout_mlp") for name in ("a", "diverged", "b", "c")]
+    members = auto_stack.members(trials, candidates)
+    expected = auto_stack.stacking_weights(logs)
+    assert [(c.name, t.name) for c, t, _ in members] == [
+        (name, name) for name, w in zip("abc", expected) if w > 0]
+    assert [w for _, _, w in members] == [w for w in expected if w > 0]
+    with pytest.raises(ValueError, match="at least one trial with a finite"):
+        auto_stack.members((trial("diverged", None),), candidates)
