@@ -1,4 +1,6 @@
-"""tfp_bnn.ensembles: one fit trains every member on its own loss; the predictive is the mixture."""
+"""tfp_bnn.ensembles: one fit trains every member on its own loss; the predictive is the mixture.
+
+Every test but the TensorFlow SavedModel export runs on both backends (`pytest.mark.jax`)."""
 
 import keras
 import numpy as np
@@ -12,6 +14,7 @@ from tfp_bnn.layers._tracing import sample_trace
 from tfp_bnn.losses import gaussian_nll
 
 M = 3
+to_numpy = keras.ops.convert_to_numpy
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(48, 3)).astype("float32")
 Y = (X.sum(axis=1, keepdims=True) + 0.1 * RNG.normal(size=(48, 1))).astype("float32")
@@ -51,6 +54,7 @@ def trained():
     return model, members, before, history
 
 
+@pytest.mark.jax
 def test_one_fit_trains_every_member_on_its_own_loss(trained):
     model, members, before, history = trained
     assert model.get_layer("members").vectorized
@@ -59,12 +63,13 @@ def test_one_fit_trains_every_member_on_its_own_loss(trained):
     # Keras' usual values: the reported loss is the sum of the member losses.
     assert len(history.history["loss"]) == 5
     np.testing.assert_allclose(model.evaluate(X, Y, verbose=0), after.sum(), rtol=1e-5)
-    outputs = [m(X).numpy() for m in members]
+    outputs = [to_numpy(m(X)) for m in members]
     for i in range(M):
         for j in range(i):
             assert np.abs(outputs[i] - outputs[j]).max() > 1e-2
 
 
+@pytest.mark.jax
 def test_one_step_is_each_member_own_step():
     # The sum of member losses gives member m exactly its own gradient, so one ensemble step
     # of plain SGD equals M separate steps (an average over members would take 1/M of each
@@ -89,19 +94,21 @@ def test_one_step_is_each_member_own_step():
                 np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.jax
 def test_stacked_and_one_by_one_give_the_members_outputs(trained):
     model, members, _, _ = trained
-    by_hand = np.stack([m(X).numpy() for m in members], axis=1)
+    by_hand = np.stack([to_numpy(m(X)) for m in members], axis=1)
     assert model(X).shape == (len(X), M, 2)
     np.testing.assert_allclose(model(X), by_hand, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ensembles.deep_ensemble(members, vectorize=False)(X), by_hand,
                                rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("num_samples", [M, 2 * M])
 def test_predictive_is_the_mixture_of_the_members(trained, num_samples):
     model, members, _, _ = trained
-    outputs = np.stack([m(X).numpy().astype(np.float64) for m in members])
+    outputs = np.stack([to_numpy(m(X)).astype(np.float64) for m in members])
     means, variances = outputs[..., 0], np.exp(outputs[..., 1])
     pred = tfp_bnn.predict.regression(model, X, num_samples=num_samples)
     # Deterministic members: exact up to float32 rounding.
@@ -111,17 +118,19 @@ def test_predictive_is_the_mixture_of_the_members(trained, num_samples):
     np.testing.assert_allclose(pred.aleatoric_variance[:, 0], variances.mean(0), rtol=1e-5)
 
 
+@pytest.mark.jax
 def test_sample_chunks_stay_whole_rounds_of_the_members(trained):
     model, members, _, _ = trained
     # max_rows 100 over 48 inputs would allow 2 samples per call: rounded up to M, so the
     # 5 * M samples come in 5 calls of one round each and still give the exact mixture.
     pred = tfp_bnn.predict.regression(model, X, num_samples=5 * M, max_rows=100)
-    means = np.stack([m(X).numpy()[:, 0] for m in members])
+    means = np.stack([to_numpy(m(X))[:, 0] for m in members])
     np.testing.assert_allclose(pred.mean[:, 0], means.mean(0), rtol=1e-5, atol=1e-6)
     draws = tfp_bnn.predict.sample(model, X, num_samples=4 * M, samples_per_call=2 * M)
     np.testing.assert_array_equal(draws[:M], draws[M:2 * M])
 
 
+@pytest.mark.jax
 def test_sample_counts_off_the_members_fail_before_tracing(trained):
     model = trained[0]
     for kwargs, name in (({"num_samples": 4}, "num_samples"),
@@ -135,6 +144,7 @@ def test_sample_counts_off_the_members_fail_before_tracing(trained):
         model(np.tile(X, (4, 1)))
 
 
+@pytest.mark.jax
 def test_sample_s_comes_from_member_s_mod_m():
     # Bayesian members (MC dropout, Flipout head): in mean mode tile s is member s mod M's
     # deterministic output; sampling, the two tiles of one member are two draws.
@@ -143,7 +153,7 @@ def test_sample_s_comes_from_member_s_mod_m():
     assert not model.get_layer("members").vectorized
     with tfp_bnn.mean_mode(model):
         draws = tfp_bnn.predict.sample(model, X, num_samples=4)
-        expected = [m(X, training=False).numpy() for m in members]
+        expected = [to_numpy(m(X, training=False)) for m in members]
     for s in range(4):
         np.testing.assert_allclose(draws[s], expected[s % 2], rtol=1e-5, atol=1e-6)
     draws = tfp_bnn.predict.sample(model, X, num_samples=4)
@@ -176,6 +186,7 @@ def test_keras_file_and_exported_predictive_serve_the_same_numbers(trained, tmp_
                                rtol=1e-5)
 
 
+@pytest.mark.jax
 def test_members_of_returns_the_members(trained):
     model, members, _, _ = trained
     assert ensembles.members_of(model) == members
@@ -183,6 +194,7 @@ def test_members_of_returns_the_members(trained):
         ensembles.members_of(members[0])
 
 
+@pytest.mark.jax
 def test_bad_arguments_fail_in_one_line():
     member = plain_member(0)
     other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
@@ -204,4 +216,4 @@ def test_bad_arguments_fail_in_one_line():
     with pytest.raises(ValueError, match="`loss` must be a Keras loss"):
         ensembles.MemberLoss(lambda y, p: y)
     with pytest.raises(ValueError, match="MemberLoss needs ensemble outputs"):
-        ensembles.MemberLoss(GaussianNLL())(Y, tf.zeros([48]))
+        ensembles.MemberLoss(GaussianNLL())(Y, np.zeros([48], "float32"))

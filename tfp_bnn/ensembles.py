@@ -42,7 +42,7 @@ Example:
 """
 
 import keras
-from tfp_bnn._tf import tf
+from keras import ops
 
 from tfp_bnn import _keras_internals
 from tfp_bnn import _validation as check
@@ -191,53 +191,53 @@ class EnsembleMembers(keras.layers.Layer):
         for depth in range(len(self._chains[0])):
             layers = [chain[depth] for chain in self._chains]
             dtype = layers[0].compute_dtype
-            hidden = tf.matmul(tf.cast(hidden, dtype),
-                               tf.stack([tf.cast(l.kernel, dtype) for l in layers]))
+            hidden = ops.matmul(ops.cast(hidden, dtype),
+                                ops.stack([ops.cast(l.kernel, dtype) for l in layers]))
             if layers[0].use_bias:
-                hidden = hidden + tf.stack([tf.cast(l.bias, dtype) for l in layers])[:, None]
+                biases = ops.stack([ops.cast(l.bias, dtype) for l in layers])
+                hidden = hidden + ops.expand_dims(biases, 1)
             if layers[0].activation is not None:
                 hidden = layers[0].activation(hidden)
         return hidden
 
     def _per_member(self, inputs, training):
         """inputs [M, R, ...] -> [M, R, ...]: member m on slice m."""
-        return tf.stack([member(inputs[m], training=training)
-                         for m, member in enumerate(self.members)])
+        return ops.stack([member(inputs[m], training=training)
+                          for m, member in enumerate(self.members)])
 
     def call(self, inputs, training=None):
-        inputs = tf.convert_to_tensor(inputs)
+        inputs = ops.convert_to_tensor(inputs)
         count = self.num_members
         context = sample_context()
         if context is None:
             if self._chains is not None:
-                stacked = self._stacked(tf.broadcast_to(inputs, tf.concat(
-                    [[count], tf.shape(inputs)], 0)))
+                stacked = self._stacked(ops.repeat(ops.expand_dims(inputs, 0), count, axis=0))
             else:
-                stacked = tf.stack([member(inputs, training=training)
-                                    for member in self.members])
+                stacked = ops.stack([member(inputs, training=training)
+                                     for member in self.members])
             rank = len(stacked.shape)
-            return tf.transpose(stacked, [1, 0] + list(range(2, rank)))
+            return ops.transpose(stacked, [1, 0] + list(range(2, rank)))
         samples = context.num_samples
         if samples % count:
             raise ValueError(
                 f"A deep ensemble of {count} members predicts a mixture of its members: "
                 f"num_samples (and samples_per_call) must be a multiple of {count}, got a "
                 f"call of {samples} samples.")
-        tail = tf.shape(inputs)[1:]
+        tail = tuple(ops.shape(inputs)[1:])
         # Row s * B + b with s = q * M + m: axes [S / M, M, B, ...] hold (q, m, b).
-        grid = tf.reshape(inputs, tf.concat([[samples // count, count, -1], tail], 0))
+        grid = ops.reshape(inputs, (samples // count, count, -1) + tail)
         rank = len(grid.shape)
-        by_member = tf.transpose(grid, [1, 0] + list(range(2, rank)))
-        rows = tf.reshape(by_member, tf.concat([[count, -1], tail], 0))
+        by_member = ops.transpose(grid, [1, 0] + list(range(2, rank)))
+        rows = ops.reshape(by_member, (count, -1) + tail)
         if self._chains is not None:
             outputs = self._stacked(rows)
         else:
             with sample_trace(samples // count):
                 outputs = self._per_member(rows, training=False)
-        out_tail = tf.shape(outputs)[2:]
-        outputs = tf.reshape(outputs, tf.concat([[count, samples // count, -1], out_tail], 0))
-        outputs = tf.transpose(outputs, [1, 0] + list(range(2, len(outputs.shape))))
-        return tf.reshape(outputs, tf.concat([[-1], out_tail], 0))
+        out_tail = tuple(ops.shape(outputs)[2:])
+        outputs = ops.reshape(outputs, (count, samples // count, -1) + out_tail)
+        outputs = ops.transpose(outputs, [1, 0] + list(range(2, len(outputs.shape))))
+        return ops.reshape(outputs, (-1,) + out_tail)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_members) + tuple(self.members[0].outputs[0].shape)[1:]

@@ -108,6 +108,7 @@ def test_a_subclassed_model_is_wrapped_and_bad_arguments_are_refused(overconfide
         calibrated(model, TemperatureScaling())
 
 
+@pytest.mark.jax
 def test_a_deep_ensemble_is_calibrated_on_its_exact_mixture(overconfident_data):
     x, labels = overconfident_data
     members = []

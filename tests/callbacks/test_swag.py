@@ -254,6 +254,7 @@ def forward_rounding(vector, units, x=X):
     return np.max(10 * EPS32 * second + (5 * EPS32 * first) @ w2.reshape(8, units))
 
 
+@pytest.mark.jax
 def test_regression_predictive_is_the_mixture_of_the_draws(regression):
     swag = regression[2]["full"]
     members = 4
@@ -271,6 +272,7 @@ def test_regression_predictive_is_the_mixture_of_the_draws(regression):
                                rtol=atol + 2 * EPS32, atol=0)
 
 
+@pytest.mark.jax
 def test_classification_predictive_is_the_mixture_of_the_draws():
     model = mlp(3, seed=5)
     model.compile(keras.optimizers.SGD(0.1),
@@ -416,6 +418,7 @@ def test_registered_and_config_round_trips():
         "start_epoch": 4, "collect_every": 2, "max_rank": 5, "diagonal_only": True}
 
 
+@pytest.mark.jax
 def test_sizes_too_large_for_memory_are_refused_before_the_work():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1000)])
     model.compile("sgd", "mse")
