@@ -145,10 +145,8 @@ class Stack:
         for member, count in zip(self.members, counts):
             prediction, _ = scoring.predict(member, x, count)
             repeats = count // prediction.num_samples  # a fixed sample set is repeated
-            means.append(np.tile(prediction.sample_means, (repeats,) + (1,) * (
-                prediction.sample_means.ndim - 1)))
-            variances.append(np.tile(prediction.sample_variances, (repeats,) + (1,) * (
-                prediction.sample_variances.ndim - 1)))
+            means.extend([prediction.sample_means] * repeats)
+            variances.extend([prediction.sample_variances] * repeats)
         return RegressionPrediction(np.concatenate(means), np.concatenate(variances))
 
     def predict(self, x, num_samples=100):
